@@ -1,0 +1,85 @@
+# hakmem build.  `make` builds the libraries, `make test` runs the suite.
+#
+# Build variants (each in its own directory under build/):
+#   build/            release: libhakmem.so, libhakmem.a (malloc override on)
+#   build/ubsan/      UBSan, override on
+#   build/asan/       ASan, override off (tests drive the hak_* API)
+#   build/tsan/       TSan, override off (tests drive the hak_* API)
+
+CC      ?= cc
+CXX     ?= c++
+CSTD    := -std=c11 -D_GNU_SOURCE
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+OPT     := -O2 -g
+LIBFLAGS := -fPIC -fvisibility=hidden -fno-plt -ftls-model=initial-exec -fexceptions
+
+SRCS := $(wildcard src/*.c) src/os/linux.c
+HDRS := $(wildcard include/*.h src/*.h)
+
+B := build
+
+.PHONY: all test clean bench-programs
+all: $(B)/libhakmem.so $(B)/libhakmem.a bench-programs
+
+# --- one library variant: $(1)=dir $(2)=extra cflags $(3)=override(0/1)
+define LIBVARIANT
+$(1)/obj/%.o: src/%.c $(HDRS) | $(1)/obj/os
+	$$(CC) $$(CSTD) $$(WARN) $$(OPT) $$(LIBFLAGS) $(2) -DHAK_OVERRIDE=$(3) -Iinclude -Isrc -c $$< -o $$@
+$(1)/obj/os:
+	mkdir -p $$@
+$(1)/libhakmem.a: $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))
+	rm -f $$@ && ar rcs $$@ $$^
+endef
+
+$(eval $(call LIBVARIANT,$(B),,1))
+$(eval $(call LIBVARIANT,$(B)/ubsan,-fsanitize=undefined -fno-sanitize-recover=undefined,1))
+$(eval $(call LIBVARIANT,$(B)/asan,-fsanitize=address -fno-omit-frame-pointer,0))
+$(eval $(call LIBVARIANT,$(B)/tsan,-fsanitize=thread,0))
+
+$(B)/libhakmem.so: $(patsubst src/%.c,$(B)/obj/%.o,$(SRCS))
+	$(CC) -shared -Wl,-soname,libhakmem.so -Wl,-z,now -o $@ $^ -lpthread
+
+# --- benchmarks
+BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
+bench-programs: $(BENCHES)
+$(B)/bench/%: bench/%.c | $(B)/bench
+	$(CC) $(CSTD) $(WARN) -O2 -g -o $@ $< -lpthread
+$(B)/bench:
+	mkdir -p $@
+
+# --- tests
+TEST_CFLAGS := $(CSTD) $(WARN) -O1 -g -Iinclude -Isrc -Itests
+T := $(B)/test
+
+# override tests: the standard names, statically linked with the release library
+$(T)/%: tests/%.c tests/check.h $(B)/libhakmem.a | $(T)
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/libhakmem.a -lpthread
+# the same tests linked dynamically against libhakmem.so
+$(T)/dyn_%: tests/%.c tests/check.h $(B)/libhakmem.so | $(T)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread
+# UBSan build, override on
+$(T)/ubsan_%: tests/%.c tests/check.h $(B)/ubsan/libhakmem.a | $(T)
+	$(CC) $(TEST_CFLAGS) -fsanitize=undefined -fno-sanitize-recover=undefined -o $@ $< $(B)/ubsan/libhakmem.a -lpthread
+# ASan / TSan builds: override off, tests call the hak_* API (TEST_VIA_HAK)
+$(T)/asan_%: tests/%.c tests/check.h $(B)/asan/libhakmem.a | $(T)
+	$(CC) $(TEST_CFLAGS) -DTEST_VIA_HAK -fsanitize=address -fno-omit-frame-pointer -o $@ $< $(B)/asan/libhakmem.a -lpthread
+$(T)/tsan_%: tests/%.c tests/check.h $(B)/tsan/libhakmem.a | $(T)
+	$(CC) $(TEST_CFLAGS) -DTEST_VIA_HAK -fsanitize=thread -o $@ $< $(B)/tsan/libhakmem.a -lpthread
+$(T)/%: tests/%.cc $(B)/libhakmem.so | $(T)
+	$(CXX) -std=c++17 -O1 -g -Wall -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread
+$(T):
+	mkdir -p $@
+
+TESTS_C   := $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
+TESTS_CXX := $(patsubst tests/%.cc,%,$(wildcard tests/test_*.cc))
+SAN_TESTS := test_api test_stress test_churn
+TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
+             $(addprefix $(T)/dyn_,test_api test_stress) \
+             $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
+             $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn)
+
+test: all $(TEST_BINS)
+	@tests/run.sh
+
+clean:
+	rm -rf $(B)

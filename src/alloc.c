@@ -1,0 +1,72 @@
+/* The hak_* allocation API: malloc, calloc, realloc, free, usable size, trim. */
+#include <errno.h>
+
+#include "internal.h"
+
+HAK_EXPORT void *hak_malloc(size_t size) { return hak_malloc_fast(size); }
+
+HAK_EXPORT void hak_free(void *p) { hak_free_fast(p); }
+
+HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (total > HAK_MID_MAX) return hak_large_alloc(total, HAK_ALIGN, true);
+  void *p = hak_malloc_fast(total);
+  if (p) memset(p, 0, total);
+  return p;
+}
+
+/* glibc semantics: realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and
+ * returns NULL; on failure the old block is untouched. A slab block keeps its
+ * place while the new size still uses at least half of it; a large block is
+ * resized in place or moved with its pages (no copy). */
+HAK_EXPORT void *hak_realloc(void *p, size_t size) {
+  if (!p) return hak_malloc_fast(size);
+  if (size == 0) {
+    hak_free_fast(p);
+    return NULL;
+  }
+  size_t usable = hak_block_usable(p, "realloc");
+  uint8_t kind = hak_registry_kind((uintptr_t)p);
+  if (kind == HAK_REG_LARGE && size > HAK_MID_MAX) {
+    void *q = hak_large_realloc(p, size);
+    if (q) return q;
+  } else if (size <= usable && (size >= usable / 2 || usable <= 64 || kind == HAK_REG_LARGE_ALIGNED)) {
+    return p;
+  }
+  void *q = hak_malloc_fast(size);
+  if (!q) return NULL;
+  memcpy(q, p, size < usable ? size : usable);
+  hak_free_fast(p);
+  return q;
+}
+
+HAK_EXPORT void *hak_reallocarray(void *p, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return hak_realloc(p, total);
+}
+
+HAK_EXPORT size_t hak_usable_size(const void *p) {
+  return p ? hak_block_usable(p, "malloc_usable_size") : 0;
+}
+
+HAK_EXPORT void hak_free_sized(void *p, size_t size) { hak_free_fast(p); }
+
+HAK_EXPORT void hak_free_aligned_sized(void *p, size_t alignment, size_t size) { hak_free_fast(p); }
+
+HAK_EXPORT int hak_trim(void) {
+  int released = 0;
+  hak_heap_t *h = hak_tls_heap;
+  if (h != &hak_heap_empty) released |= hak_heap_release_all(h);
+  released |= hak_heap_trim_abandoned();
+  released |= hak_shared_pool_trim();
+  released |= hak_bigcache_drain();
+  return released;
+}

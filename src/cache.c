@@ -1,0 +1,85 @@
+/* The unified cache slow paths: batch refill from the warm pool (or a fresh
+ * slab) when a class's cache is empty, batch flush back to the slabs when it
+ * is full. The fast paths themselves are inline in internal.h. */
+#include <errno.h>
+
+#include "internal.h"
+
+/* Move up to want free blocks of slab s into out[]: never-used blocks first
+ * (lowest address on top), then recently freed ones above them. */
+static uint32_t slab_take(hak_slab_t *s, void **out, uint32_t want) {
+  if (atomic_load_explicit(&s->remote, memory_order_relaxed)) hak_slab_collect_remote(s);
+  uint32_t n = 0;
+  if (s->carved < s->capacity) {
+    uint32_t k = s->capacity - s->carved;
+    if (k > want) k = want;
+    char *p = (char *)hak_ss_of(s) + s->start_off + (size_t)s->carved * s->block_size;
+    for (uint32_t i = 0; i < k; i++, p += s->block_size) {
+      ((uintptr_t *)p)[1] = hak_free_mark(p);
+      out[k - 1 - i] = p;
+    }
+    s->carved = (uint16_t)(s->carved + k);
+    n = k;
+  }
+  while (n < want && s->free) {
+    void *p = s->free;
+    s->free = *(void **)p;
+    out[n++] = p;
+  }
+  s->used += n;
+  return n;
+}
+
+static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
+  hak_release_tick(h);
+  hak_heap_collect_class(h, cls);
+  hak_ucache_t *c = &h->cache[cls];
+  uint32_t want = c->cap / 2;
+  while (c->count < want) {
+    hak_slab_t *s = h->warm[cls];
+    if (!s && !(s = hak_slab_new(h, cls))) break;
+    c->count += slab_take(s, c->items + c->count, want - c->count);
+    if (!s->free && s->carved == s->capacity) {
+      hak_slab_list_remove(&h->warm[cls], s);
+      s->in_full = 1;
+      hak_slab_list_push(&h->full[cls], s);
+    }
+  }
+  return c->count;
+}
+
+void *hak_malloc_class(hak_heap_t *h, unsigned cls) {
+  hak_ucache_t *c = &h->cache[cls];
+  if (c->count == 0 && cache_refill(h, cls) == 0) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = c->items[--c->count];
+  ((uintptr_t *)p)[1] = 0;
+  return p;
+}
+
+HAK_NOINLINE void *hak_malloc_slow(size_t size) {
+  if (size > HAK_MID_MAX) return hak_large_alloc(size, HAK_ALIGN, false);
+  hak_heap_t *h = hak_heap_get();
+  if (HAK_UNLIKELY(!h)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return hak_malloc_class(h, hak_class_of(size));
+}
+
+/* Return the n oldest (bottom) blocks of a class's cache to their slabs. */
+void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
+  hak_ucache_t *c = &h->cache[cls];
+  for (uint32_t i = 0; i < n; i++) hak_slab_put_local(h, c->items[i]);
+  memmove(c->items, c->items + n, (c->count - n) * sizeof(void *));
+  c->count -= n;
+}
+
+HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
+  hak_release_tick(h);
+  hak_ucache_t *c = &h->cache[cls];
+  hak_cache_flush(h, cls, c->cap / 2);
+  c->items[c->count++] = p;
+}

@@ -1,0 +1,147 @@
+/* Thread heaps: creation, adoption of heaps left by exited threads, the
+ * warm pool and full list of each class, and collection of remote frees.
+ *
+ * A heap is never unmapped: a thread that exits returns its caches and empty
+ * memory and marks its heap abandoned; the next new thread adopts it with the
+ * slabs still in it. Other threads may keep writing remote-free hints into an
+ * abandoned heap, which is why it must stay mapped. */
+#include <errno.h>
+
+#include "internal.h"
+
+hak_heap_t hak_heap_empty;   /* every cache empty with capacity 0: all paths go slow */
+static _Atomic(hak_heap_t *) heaps;
+
+/* ---- slab lists (warm pool and full list), owner only */
+
+void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s) {
+  s->prev = NULL;
+  s->next = *list;
+  if (*list) (*list)->prev = s;
+  *list = s;
+}
+
+void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
+  if (s->prev) s->prev->next = s->next;
+  else *list = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
+
+/* ---- remote frees */
+
+static void collect_list(hak_heap_t *h, hak_slab_t *s) {
+  while (s) {
+    hak_slab_t *next = s->next;
+    if (atomic_load(&s->remote)) {
+      hak_slab_collect_remote(s);
+      if (s->used == 0) {
+        hak_slab_release(h, s);
+      } else if (s->in_full) {
+        hak_slab_list_remove(&h->full[s->cls], s);
+        s->in_full = 0;
+        hak_slab_list_push(&h->warm[s->cls], s);
+      }
+    }
+    s = next;
+  }
+}
+
+/* Take in the blocks other threads freed into this class's slabs, if the hint
+ * says there are any. The hint is cleared before the lists are read, and a
+ * remote free sets it after its push, so no free is missed for good. */
+void hak_heap_collect_class(hak_heap_t *h, unsigned cls) {
+  if (!atomic_load_explicit(&h->remote_hint[cls], memory_order_relaxed)) return;
+  atomic_exchange(&h->remote_hint[cls], 0);
+  collect_list(h, h->full[cls]);
+  collect_list(h, h->warm[cls]);
+}
+
+void hak_heap_collect_all(hak_heap_t *h) {
+  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_heap_collect_class(h, c);
+}
+
+/* ---- lifecycle */
+
+static hak_heap_t *heap_new(void) {
+  size_t items = 0;
+  for (unsigned c = 0; c < HAK_CLASSES; c++) items += hak_class_cap[c];
+  size_t page = hak_os_page_size();
+  size_t size = (sizeof(hak_heap_t) + items * sizeof(void *) + page - 1) & ~(page - 1);
+  hak_heap_t *h = hak_os_map(size);
+  if (!h) return NULL;
+  h->map_size = size;
+  void **it = (void **)(h + 1);
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    h->cache[c].items = it;
+    h->cache[c].cap = hak_class_cap[c];
+    it += hak_class_cap[c];
+  }
+  hak_heap_t *old = atomic_load(&heaps);
+  do {
+    h->next_heap = old;
+  } while (!atomic_compare_exchange_weak(&heaps, &old, h));
+  return h;
+}
+
+static hak_heap_t *heap_adopt(void) {
+  for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap) {
+    int expected = HAK_HEAP_ABANDONED;
+    if (atomic_compare_exchange_strong(&h->state, &expected, HAK_HEAP_ACTIVE)) return h;
+  }
+  return NULL;
+}
+
+HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {
+  hak_init();
+  hak_heap_t *h = heap_adopt();
+  if (!h) h = heap_new();
+  if (!h) return NULL;
+  hak_tls_heap = h;
+  hak_thread_register(h);
+  hak_heap_collect_all(h);
+  return h;
+}
+
+hak_heap_t *hak_heap_get(void) {
+  hak_heap_t *h = hak_tls_heap;
+  return HAK_LIKELY(h != &hak_heap_empty) ? h : hak_heap_thread_init();
+}
+
+/* Return everything the heap holds that is not in use: cached blocks go back
+ * to their slabs, remote frees are collected, empty slabs and SuperSlabs are
+ * decommitted or passed to the shared pool. Returns nonzero if memory was
+ * given back to the OS. */
+int hak_heap_release_all(hak_heap_t *h) {
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    hak_cache_flush(h, c, h->cache[c].count);
+    atomic_store(&h->remote_hint[c], 0);
+    collect_list(h, h->full[c]);
+    collect_list(h, h->warm[c]);
+  }
+  return hak_release_purge(h, true);
+}
+
+/* pthread key destructor: the thread is exiting. */
+void hak_thread_done(void *arg) {
+  hak_heap_t *h = arg;
+  hak_tls_heap = &hak_heap_empty;
+  hak_heap_release_all(h);
+  size_t page = hak_os_page_size();
+  uintptr_t items = ((uintptr_t)(h + 1) + page - 1) & ~(uintptr_t)(page - 1);
+  uintptr_t end = (uintptr_t)h + h->map_size;
+  if (items < end) hak_os_decommit((void *)items, end - items);
+  atomic_store(&h->state, HAK_HEAP_ABANDONED);
+}
+
+/* Collect the heaps of exited threads that no thread has adopted yet. */
+int hak_heap_trim_abandoned(void) {
+  int released = 0;
+  for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap) {
+    int expected = HAK_HEAP_ABANDONED;
+    if (!atomic_compare_exchange_strong(&h->state, &expected, HAK_HEAP_COLLECTING)) continue;
+    released |= hak_heap_release_all(h);
+    atomic_store(&h->state, HAK_HEAP_ABANDONED);
+  }
+  return released;
+}

@@ -1,0 +1,42 @@
+/* Process initialisation and the thread-exit hook.
+ *
+ * Initialisation runs from a constructor, or earlier from the first malloc if
+ * another library's constructor allocates first. It never allocates: no stdio,
+ * no getenv, no dlsym. */
+#include <pthread.h>
+
+#include "internal.h"
+
+uint64_t hak_secret;
+__thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
+
+static pthread_key_t thread_key;
+static _Atomic int init_state;   /* 0: not started, 1: running, 2: done */
+
+static HAK_COLD void init_once(void) {
+  hak_os_init();
+  hak_secret = hak_os_random() | 1u;
+  hak_size_class_init();
+  if (pthread_key_create(&thread_key, hak_thread_done) != 0) {
+    static const char msg[] = "hakmem: cannot create the thread-exit key\n";
+    hak_os_write_err(msg, sizeof msg - 1);
+    hak_os_abort();
+  }
+}
+
+void hak_init(void) {
+  if (HAK_LIKELY(atomic_load_explicit(&init_state, memory_order_acquire) == 2)) return;
+  int expected = 0;
+  if (atomic_compare_exchange_strong(&init_state, &expected, 1)) {
+    init_once();
+    atomic_store_explicit(&init_state, 2, memory_order_release);
+    return;
+  }
+  while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) {
+  }
+}
+
+/* Register the heap so that hak_thread_done runs when the thread exits. */
+void hak_thread_register(hak_heap_t *h) { pthread_setspecific(thread_key, h); }
+
+__attribute__((constructor)) static void hak_init_constructor(void) { hak_init(); }

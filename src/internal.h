@@ -1,0 +1,168 @@
+/* hakmem internals: cross-file prototypes, grouped by the file that defines
+ * them, and the inline fast paths of malloc and free. */
+#ifndef HAK_INTERNAL_H
+#define HAK_INTERNAL_H
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "hakmem.h"
+#include "os.h"
+#include "types.h"
+
+/* ---- init.c */
+extern uint64_t hak_secret;             /* odd, per process */
+extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec")));
+void hak_init(void);
+void hak_thread_register(hak_heap_t *h);
+
+/* ---- size_class.c */
+extern uint8_t  hak_class_of_small[HAK_TINY_MAX / 16 + 1];
+extern uint32_t hak_class_size[HAK_CLASSES];
+extern uint8_t  hak_class_units[HAK_CLASSES];
+extern uint16_t hak_class_cap[HAK_CLASSES];
+void     hak_size_class_init(void);
+uint64_t hak_recip(uint32_t divisor);
+int      hak_class_for_aligned(size_t size, size_t align);   /* -1: not a slab size */
+
+/* ---- registry.c */
+extern _Atomic uint8_t hak_registry_map[HAK_REG_CHUNKS];
+void hak_registry_set(uintptr_t chunk_addr, uint8_t kind);
+
+/* ---- heap.c: thread heaps, their lifecycle and their warm pools */
+extern hak_heap_t hak_heap_empty;
+hak_heap_t *hak_heap_thread_init(void);
+void hak_thread_done(void *heap);
+int  hak_heap_release_all(hak_heap_t *h);
+hak_heap_t *hak_heap_get(void);
+int  hak_heap_trim_abandoned(void);
+void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
+void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
+void hak_heap_collect_class(hak_heap_t *h, unsigned cls);
+void hak_heap_collect_all(hak_heap_t *h);
+
+/* ---- cache.c: unified cache refill and flush (the tiny/mid slow paths) */
+void *hak_malloc_slow(size_t size);
+void *hak_malloc_class(hak_heap_t *h, unsigned cls);
+void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
+void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
+
+/* ---- superslab.c: SuperSlabs and the slabs carved from them */
+hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);
+void hak_slab_put_local(hak_heap_t *h, void *p);
+void hak_slab_release(hak_heap_t *h, hak_slab_t *s);
+void hak_slab_collect_remote(hak_slab_t *s);
+void hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss);
+
+/* ---- shared_pool.c: empty SuperSlabs passed between threads */
+hak_superslab_t *hak_shared_pool_pop(void);
+void hak_shared_pool_push(hak_superslab_t *ss);
+int  hak_shared_pool_trim(void);
+
+/* ---- release.c: giving memory back to the OS */
+void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss);
+void hak_release_tick(hak_heap_t *h);
+int  hak_release_purge(hak_heap_t *h, bool force);
+
+/* ---- large.c and bigcache.c: blocks above HAK_MID_MAX */
+void  *hak_large_alloc(size_t size, size_t align, bool zero);
+void   hak_large_free(void *p, uint8_t kind, const char *fn);
+void  *hak_large_realloc(void *p, size_t size);
+size_t hak_large_usable(const void *p, uint8_t kind, const char *fn);
+hak_large_t *hak_bigcache_take(size_t min_size);
+bool   hak_bigcache_put(hak_large_t *hdr);
+void   hak_bigcache_tick(void);
+int    hak_bigcache_drain(void);
+
+/* ---- free.c */
+void hak_free_slow(void *p);
+void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s);
+_Noreturn void hak_fatal_pointer(const char *fn, const char *what, const void *p);
+size_t hak_block_usable(const void *p, const char *fn);
+
+/* ---- alloc_aligned.c */
+void *hak_alloc_aligned(size_t align, size_t size);
+
+/* ------------------------------------------------------------------ helpers */
+
+HAK_INLINE uint8_t hak_registry_kind(uintptr_t a) {
+  size_t chunk = a >> HAK_SS_SHIFT;
+  if (chunk >= HAK_REG_CHUNKS) return HAK_REG_FOREIGN;
+  return atomic_load_explicit(&hak_registry_map[chunk], memory_order_relaxed);
+}
+
+HAK_INLINE hak_superslab_t *hak_ss_of(const void *p) {
+  return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
+}
+
+/* The slab descriptor (head of the span) of an address inside a SuperSlab. */
+HAK_INLINE hak_slab_t *hak_slab_of(hak_superslab_t *ss, uintptr_t a) {
+  hak_slab_t *s = &ss->slabs[(a >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1)];
+  return s - s->head_delta;
+}
+
+/* True when a is the start of a block of slab s (in use or not). */
+HAK_INLINE bool hak_is_block(hak_superslab_t *ss, hak_slab_t *s, uintptr_t a) {
+  uint64_t off = a - (uintptr_t)ss - s->start_off;
+  return off < s->area && ((off * s->recip) >> HAK_RECIP_SHIFT) * s->block_size == off;
+}
+
+/* The mark a free block carries in its second word. */
+HAK_INLINE uintptr_t hak_free_mark(const void *p) { return (uintptr_t)p ^ hak_secret; }
+
+HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
+  if (size <= HAK_TINY_MAX) return hak_class_of_small[(size + 15) >> 4];
+  unsigned b = 63u - (unsigned)__builtin_clzll(size - 1);
+  return 8u * (b - 6u) + (unsigned)((size - 1) >> (b - 3u)) - 8u;
+}
+
+/* ------------------------------------------------------------- fast paths */
+
+/* malloc: thread-local heap, class from a table, pop the class's unified
+ * cache. Compiles to about 15 instructions and one predicted branch pair. */
+HAK_INLINE void *hak_malloc_fast(size_t size) {
+  hak_heap_t *h = hak_tls_heap;
+  if (HAK_LIKELY(size <= HAK_TINY_MAX)) {
+    hak_ucache_t *c = &h->cache[hak_class_of_small[(size + 15) >> 4]];
+    uint32_t n = c->count;
+    if (HAK_LIKELY(n != 0)) {
+      void *p = c->items[n - 1];
+      c->count = n - 1;
+      ((uintptr_t *)p)[1] = 0;
+      return p;
+    }
+  }
+  return hak_malloc_slow(size);
+}
+
+/* free: registry byte, slab descriptor by address arithmetic, block and
+ * double-free check, owner compare, push on the unified cache. */
+HAK_INLINE void hak_free_fast(void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if (HAK_UNLIKELY(hak_registry_kind(a) != HAK_REG_SUPERSLAB)) {
+    hak_free_slow(p);
+    return;
+  }
+  hak_superslab_t *ss = hak_ss_of(p);
+  hak_slab_t *s = hak_slab_of(ss, a);
+  if (HAK_UNLIKELY(!hak_is_block(ss, s, a))) hak_fatal_pointer("free", "invalid pointer", p);
+  uintptr_t *w = (uintptr_t *)p;
+  uintptr_t mark = hak_free_mark(p);
+  if (HAK_UNLIKELY(w[1] == mark)) hak_fatal_pointer("free", "double free of", p);
+  w[1] = mark;
+  hak_heap_t *h = hak_tls_heap;
+  if (HAK_UNLIKELY(ss->owner != h)) {
+    hak_free_remote(p, ss, s);
+    return;
+  }
+  hak_ucache_t *c = &h->cache[s->cls];
+  uint32_t n = c->count;
+  if (HAK_UNLIKELY(n == c->cap)) {
+    hak_free_flush(h, s->cls, p);
+    return;
+  }
+  c->items[n] = p;
+  c->count = n + 1;
+}
+
+#endif

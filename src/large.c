@@ -1,0 +1,144 @@
+/* The large path: blocks above HAK_MID_MAX get a mapping of their own.
+ *
+ * The mapping starts on a 2 MiB boundary with the header (hak_large_t) there
+ * and the block after it (64 bytes in, or `align` bytes in), so free finds
+ * the header by masking the pointer and the registry byte of that chunk says
+ * "large". For alignments of 2 MiB and more the block itself starts a chunk;
+ * the header then sits in the 64 bytes just below it and the chunk is marked
+ * "large, aligned". Sizes are rounded to 8 steps per doubling so that freed
+ * mappings can be reused by the BigCache and realloc can grow in place, and
+ * realloc moves pages with mremap instead of copying. */
+#include <errno.h>
+
+#include "internal.h"
+
+#define LARGE_HEADER 64
+
+static size_t page_round(size_t n) {
+  size_t page = hak_os_page_size();
+  return (n + page - 1) & ~(page - 1);
+}
+
+/* Mapping size for n bytes: at most 12.5% above n, in whole pages. */
+static size_t large_round(size_t n) {
+  unsigned b = 63u - (unsigned)__builtin_clzll(n - 1);
+  size_t step = (size_t)1 << (b - 3u);
+  return page_round((n + step - 1) & ~(step - 1));
+}
+
+static void large_set_user(hak_large_t *hdr, void *user) {
+  hdr->user = user;
+  hdr->freed_at = 0;
+  hdr->check = (uintptr_t)user ^ hak_secret;
+}
+
+static void *large_alloc_huge_aligned(size_t size, size_t align) {
+  size_t body = (size + HAK_SS_SIZE - 1) & ~HAK_SS_MASK;
+  char *base = hak_os_map_aligned(align + body, align);
+  if (!base) return NULL;
+  size_t page = hak_os_page_size();
+  char *user = base + align;
+  hak_os_unmap(base, align - page);
+  hak_large_t *hdr = (hak_large_t *)(user - LARGE_HEADER);
+  hdr->map_base = (uintptr_t)(user - page);
+  hdr->map_size = page + body;
+  large_set_user(hdr, user);
+  hak_registry_set((uintptr_t)user, HAK_REG_LARGE_ALIGNED);
+  return user;
+}
+
+void *hak_large_alloc(size_t size, size_t align, bool zero) {
+  hak_init();
+  hak_bigcache_tick();
+  if (size > PTRDIFF_MAX - 2 * (align + HAK_SS_SIZE)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (align >= HAK_SS_SIZE) {
+    void *p = large_alloc_huge_aligned(size, align);
+    if (!p) errno = ENOMEM;
+    return p;
+  }
+  size_t off = align > LARGE_HEADER ? align : LARGE_HEADER;
+  size_t need = off + size;
+  hak_large_t *hdr = hak_bigcache_take(need);
+  if (hdr) {
+    large_set_user(hdr, (char *)hdr + off);
+    if (zero) memset(hdr->user, 0, size);
+    return hdr->user;
+  }
+  size_t map_size = large_round(need);
+  hdr = hak_os_map_aligned(map_size, HAK_SS_SIZE);
+  if (!hdr) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  hdr->map_base = (uintptr_t)hdr;
+  hdr->map_size = map_size;
+  large_set_user(hdr, (char *)hdr + off);
+  hak_registry_set((uintptr_t)hdr, HAK_REG_LARGE);
+  return hdr->user;
+}
+
+/* The header of a large block, after checking p really is one in use. */
+static hak_large_t *large_header(const void *p, uint8_t kind, const char *fn) {
+  uintptr_t a = (uintptr_t)p;
+  hak_large_t *hdr;
+  if (kind == HAK_REG_LARGE) {
+    hdr = (hak_large_t *)(a & ~(uintptr_t)HAK_SS_MASK);
+  } else {
+    if (a & HAK_SS_MASK) hak_fatal_pointer(fn, "invalid pointer", p);
+    hdr = (hak_large_t *)(a - LARGE_HEADER);
+  }
+  if (hdr->user != p || hdr->check != (a ^ hak_secret)) hak_fatal_pointer(fn, "invalid pointer", p);
+  if (hdr->freed_at) hak_fatal_pointer(fn, "double free of", p);
+  return hdr;
+}
+
+static void large_unmap(hak_large_t *hdr, uint8_t kind) {
+  uintptr_t chunk = kind == HAK_REG_LARGE ? (uintptr_t)hdr : (uintptr_t)hdr->user;
+  hak_registry_set(chunk, HAK_REG_FOREIGN);
+  hak_os_unmap((void *)hdr->map_base, hdr->map_size);
+}
+
+void hak_large_free(void *p, uint8_t kind, const char *fn) {
+  hak_large_t *hdr = large_header(p, kind, fn);
+  if (kind == HAK_REG_LARGE && hak_bigcache_put(hdr)) return;
+  large_unmap(hdr, kind);
+}
+
+size_t hak_large_usable(const void *p, uint8_t kind, const char *fn) {
+  hak_large_t *hdr = large_header(p, kind, fn);
+  return hdr->map_base + hdr->map_size - (uintptr_t)p;
+}
+
+/* Resize a large block (kind HAK_REG_LARGE) to size > HAK_MID_MAX without
+ * copying: shrink by unmapping the tail, grow with mremap in place or into a
+ * new 2 MiB-aligned place. NULL if the pages could not be moved. */
+void *hak_large_realloc(void *p, size_t size) {
+  hak_large_t *hdr = large_header(p, HAK_REG_LARGE, "realloc");
+  size_t off = (uintptr_t)p - (uintptr_t)hdr;
+  if (size > PTRDIFF_MAX - 2 * HAK_SS_SIZE) return NULL;
+  size_t need = off + size;
+  if (need <= hdr->map_size) {
+    size_t keep = large_round(need);
+    if (need <= hdr->map_size / 2 && keep < hdr->map_size) {
+      hak_os_unmap((char *)hdr + keep, hdr->map_size - keep);
+      hdr->map_size = keep;
+    }
+    return p;
+  }
+  size_t map_size = large_round(need);
+  if (hak_os_remap_inplace(hdr, hdr->map_size, map_size) == 0) {
+    hdr->map_size = map_size;
+    return p;
+  }
+  hak_large_t *moved = hak_os_remap_aligned(hdr, hdr->map_size, map_size, HAK_SS_SIZE);
+  if (!moved) return NULL;
+  hak_registry_set((uintptr_t)moved, HAK_REG_LARGE);
+  hak_registry_set((uintptr_t)hdr, HAK_REG_FOREIGN);
+  moved->map_base = (uintptr_t)moved;
+  moved->map_size = map_size;
+  large_set_user(moved, (char *)moved + off);
+  return moved->user;
+}

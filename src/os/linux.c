@@ -1,0 +1,117 @@
+/* The OS layer for Linux. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "os.h"
+
+static size_t page_size = 4096;
+
+void hak_os_init(void) {
+  unsigned long ps = getauxval(AT_PAGESZ);
+  if (ps) page_size = ps;
+}
+
+size_t hak_os_page_size(void) { return page_size; }
+
+static void *map_raw(void *hint, size_t size, int prot, int extra) {
+  int e = errno;
+  void *p = mmap(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
+  errno = e;
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void *hak_os_map(size_t size) { return map_raw(NULL, size, PROT_READ | PROT_WRITE, 0); }
+
+void *hak_os_map_noreserve(size_t size) {
+  return map_raw(NULL, size, PROT_READ | PROT_WRITE, MAP_NORESERVE);
+}
+
+void hak_os_unmap(void *p, size_t size) {
+  int e = errno;
+  munmap(p, size);
+  errno = e;
+}
+
+/* Over-allocate by align and trim both ends. */
+void *hak_os_map_aligned(size_t size, size_t align) {
+  if (size + align < size) return NULL;
+  char *p = hak_os_map(size + align);
+  if (!p) return NULL;
+  uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+  size_t head = a - (uintptr_t)p;
+  size_t tail = align - head;
+  if (head) hak_os_unmap(p, head);
+  if (tail) hak_os_unmap((char *)a + size, tail);
+  return (void *)a;
+}
+
+void hak_os_decommit(void *p, size_t size) {
+  int e = errno;
+  madvise(p, size, MADV_DONTNEED);
+  errno = e;
+}
+
+int hak_os_remap_inplace(void *p, size_t old_size, size_t new_size) {
+  int e = errno;
+  void *q = mremap(p, old_size, new_size, 0);
+  errno = e;
+  return q == MAP_FAILED ? -1 : 0;
+}
+
+/* Reserve an aligned target without access, then move the pages into it. */
+void *hak_os_remap_aligned(void *p, size_t old_size, size_t new_size, size_t align) {
+  int e = errno;
+  char *r = mmap(NULL, new_size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) {
+    errno = e;
+    return NULL;
+  }
+  uintptr_t a = ((uintptr_t)r + align - 1) & ~(uintptr_t)(align - 1);
+  size_t head = a - (uintptr_t)r;
+  if (head) munmap(r, head);
+  if (align - head) munmap((char *)a + new_size, align - head);
+  void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)a);
+  if (q == MAP_FAILED) {
+    munmap((void *)a, new_size);
+    q = NULL;
+  }
+  errno = e;
+  return q;
+}
+
+uint64_t hak_os_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The kernel's 16 random bytes given to every process, mixed with the clock. */
+uint64_t hak_os_random(void) {
+  uint64_t r = 0;
+  const unsigned char *ar = (const unsigned char *)getauxval(AT_RANDOM);
+  if (ar) memcpy(&r, ar, sizeof r);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  r ^= (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull;
+  r ^= r >> 31;
+  return r;
+}
+
+void hak_os_write_err(const char *s, size_t n) {
+  int e = errno;
+  while (n) {
+    ssize_t w = write(2, s, n);
+    if (w <= 0) break;
+    s += w;
+    n -= (size_t)w;
+  }
+  errno = e;
+}
+
+_Noreturn void hak_os_abort(void) { abort(); }

@@ -1,0 +1,71 @@
+/* The release policy: when memory goes back to the OS.
+ *
+ * - A slab that becomes empty returns its units to its SuperSlab; the units'
+ *   pages are decommitted HAK_PURGE_DELAY_MS later, unless reused before.
+ * - A heap keeps at most one wholly empty SuperSlab for quick reuse; any
+ *   other empty SuperSlab goes to the shared pool at once, decommitted.
+ * - hak_release_purge(h, true) (thread exit, malloc_trim) does all of it now.
+ * Deadlines are checked on the slow paths, never on the fast paths. */
+#include "internal.h"
+
+#define REMOTE_COLLECT_EVERY 64   /* slow-path visits between sweeps of all hints */
+
+void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
+  if (ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > 1) {
+    hak_superslab_give_up(h, ss);
+    return;
+  }
+  if (ss->purge_at) return;
+  ss->purge_at = hak_os_now_ms() + HAK_PURGE_DELAY_MS;
+  if (!h->purge_at || ss->purge_at < h->purge_at) h->purge_at = ss->purge_at;
+}
+
+/* Decommit the pages of the units in mask (unit 0 keeps its header page). */
+static void decommit_units(hak_superslab_t *ss, uint32_t mask) {
+  unsigned first = 0;
+  while (first < HAK_UNITS) {
+    if (!(mask >> first & 1u)) {
+      first++;
+      continue;
+    }
+    unsigned end = first;
+    while (end < HAK_UNITS && (mask >> end & 1u)) end++;
+    uintptr_t from = (uintptr_t)ss + (first == 0 ? HAK_SS_HEADER : (uintptr_t)first << HAK_UNIT_SHIFT);
+    uintptr_t to = (uintptr_t)ss + ((uintptr_t)end << HAK_UNIT_SHIFT);
+    hak_os_decommit((void *)from, to - from);
+    first = end;
+  }
+}
+
+int hak_release_purge(hak_heap_t *h, bool force) {
+  uint64_t now = hak_os_now_ms();
+  uint64_t next = 0;
+  int released = 0;
+  hak_superslab_t *ss = h->superslabs;
+  while (ss) {
+    hak_superslab_t *following = ss->next;
+    if (force && ss->free_units == HAK_UNITS_ALL) {
+      hak_superslab_give_up(h, ss);
+      released = 1;
+    } else if (ss->purge_at && (force || ss->purge_at <= now)) {
+      uint32_t mask = ss->dirty_units & ss->free_units;
+      if (mask) {
+        decommit_units(ss, mask);
+        released = 1;
+      }
+      ss->dirty_units = 0;
+      ss->purge_at = 0;
+    } else if (ss->purge_at && (!next || ss->purge_at < next)) {
+      next = ss->purge_at;
+    }
+    ss = following;
+  }
+  h->purge_at = next;
+  return released;
+}
+
+void hak_release_tick(hak_heap_t *h) {
+  if (++h->ticks % REMOTE_COLLECT_EVERY == 0) hak_heap_collect_all(h);
+  if (h->purge_at && hak_os_now_ms() >= h->purge_at) hak_release_purge(h, false);
+  hak_bigcache_tick();
+}

@@ -1,0 +1,55 @@
+/* Size classes: 16-byte steps up to 128 bytes, then 8 classes per doubling,
+ * so rounding wastes at most 12.5% above 128 bytes (16-byte alignment forces
+ * 16-byte steps below). Classes 0..31 are the tiny tier (<= 1 KiB), 32..87
+ * the mid tier (<= 128 KiB). */
+#include "internal.h"
+
+uint8_t  hak_class_of_small[HAK_TINY_MAX / 16 + 1];
+uint32_t hak_class_size[HAK_CLASSES];
+uint8_t  hak_class_units[HAK_CLASSES];
+uint16_t hak_class_cap[HAK_CLASSES];
+
+static uint32_t class_size_formula(unsigned c) {
+  if (c < 8) return 16u * (c + 1u);
+  unsigned b = 7u + (c - 8u) / 8u;
+  unsigned k = (c - 8u) % 8u + 1u;
+  return (1u << b) + k * (1u << (b - 3u));
+}
+
+/* Exact for every offset below 2^21 and divisor up to 2^17:
+ * the error term offset * (d - 2^40 mod d) stays below 2^40. */
+uint64_t hak_recip(uint32_t divisor) { return ((uint64_t)1 << HAK_RECIP_SHIFT) / divisor + 1; }
+
+void hak_size_class_init(void) {
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    uint32_t size = class_size_formula(c);
+    hak_class_size[c] = size;
+    uint32_t units = 1;
+    if (c >= HAK_TINY_CLASSES) {
+      units = (uint32_t)((size * 8u + HAK_UNIT_SIZE - 1) / HAK_UNIT_SIZE);
+      if (units > HAK_SLAB_MAX_UNITS) units = HAK_SLAB_MAX_UNITS;
+    }
+    hak_class_units[c] = (uint8_t)units;
+    uint32_t cap = HAK_CACHE_BYTES / size;
+    if (cap < HAK_CACHE_MIN) cap = HAK_CACHE_MIN;
+    if (cap > HAK_CACHE_MAX) cap = HAK_CACHE_MAX;
+    hak_class_cap[c] = (uint16_t)cap;
+  }
+  unsigned c = 0;
+  for (unsigned i = 0; i <= HAK_TINY_MAX / 16; i++) {
+    while (hak_class_size[c] < i * 16u) c++;
+    hak_class_of_small[i] = (uint8_t)c;
+  }
+}
+
+/* The smallest class that fits size and whose blocks are all aligned to align:
+ * slabs start 4 KiB aligned (tiny, in unit 0) or 64 KiB aligned (otherwise),
+ * so a block size that is a multiple of align gives aligned blocks. */
+int hak_class_for_aligned(size_t size, size_t align) {
+  if (size < align) size = align;
+  if (size > HAK_MID_MAX || align > HAK_UNIT_SIZE) return -1;
+  for (unsigned c = hak_class_of(size); c < HAK_CLASSES; c++) {
+    if (hak_class_size[c] % align == 0) return (int)c;
+  }
+  return -1;
+}

@@ -1,0 +1,157 @@
+/* SuperSlabs and the slabs carved from them. A SuperSlab belongs to one heap;
+ * only that heap carves, fills and releases its slabs, so none of this needs
+ * atomics except the remote-free list of each slab. */
+#include "internal.h"
+
+static void ss_list_push(hak_superslab_t **list, hak_superslab_t *ss) {
+  ss->prev = NULL;
+  ss->next = *list;
+  if (*list) (*list)->prev = ss;
+  *list = ss;
+}
+
+static void ss_list_remove(hak_superslab_t **list, hak_superslab_t *ss) {
+  if (ss->prev) ss->prev->next = ss->next;
+  else *list = ss->next;
+  if (ss->next) ss->next->prev = ss->prev;
+  ss->next = ss->prev = NULL;
+}
+
+/* A SuperSlab for heap h: an empty one from the shared pool, else a new
+ * mapping. It goes first in the heap's list (ones with free units first). */
+static hak_superslab_t *ss_acquire(hak_heap_t *h) {
+  hak_superslab_t *ss = hak_shared_pool_pop();
+  if (ss) {
+    memset(ss, 0, sizeof *ss);
+  } else {
+    ss = hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
+    if (!ss) return NULL;
+    hak_registry_set((uintptr_t)ss, HAK_REG_SUPERSLAB);
+  }
+  ss->owner = h;
+  ss->free_units = HAK_UNITS_ALL;
+  ss_list_push(&h->superslabs, ss);
+  h->empty_superslabs++;
+  return ss;
+}
+
+/* Unlink an empty SuperSlab from its heap and hand it to the shared pool. */
+void hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss) {
+  ss_list_remove(&h->superslabs, ss);
+  h->empty_superslabs--;
+  hak_shared_pool_push(ss);
+}
+
+static uint32_t span_mask(unsigned first, unsigned units) {
+  uint32_t m = units >= 32 ? HAK_UNITS_ALL : ((1u << units) - 1u);
+  return m << first;
+}
+
+/* First unit of a free run of `units` units. Tiny slabs may use unit 0 (whose
+ * first page is the header); mid slabs start at unit 1 or later so that their
+ * blocks are 64 KiB aligned at the slab start. */
+static int find_span(uint32_t free_units, unsigned units, bool tiny) {
+  uint32_t m = tiny ? free_units : (free_units & ~1u);
+  for (unsigned i = 1; i < units && m; i++) m &= free_units >> i;
+  return m ? __builtin_ctz(m) : -1;
+}
+
+hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
+  unsigned units = hak_class_units[cls];
+  bool tiny = cls < HAK_TINY_CLASSES;
+  hak_superslab_t *ss = h->superslabs;
+  int u = -1;
+  for (; ss && ss->free_units; ss = ss->next)
+    if ((u = find_span(ss->free_units, units, tiny)) >= 0) break;
+  if (u < 0 || !ss) {
+    if (!(ss = ss_acquire(h))) return NULL;
+    u = find_span(ss->free_units, units, tiny);
+  }
+  if (ss->free_units == HAK_UNITS_ALL) h->empty_superslabs--;
+  uint32_t span = span_mask((unsigned)u, units);
+  ss->free_units &= ~span;
+  ss->dirty_units &= ~span;
+  if (!ss->free_units && ss->next) {   /* full: move behind the ones with room */
+    hak_superslab_t *last = ss->next;
+    while (last->next) last = last->next;
+    ss_list_remove(&h->superslabs, ss);
+    last->next = ss;
+    ss->prev = last;
+  }
+
+  uint32_t bs = hak_class_size[cls];
+  uint32_t start = u == 0 ? HAK_SS_HEADER : (uint32_t)u << HAK_UNIT_SHIFT;
+  uint32_t bytes = ((uint32_t)(u + (int)units) << HAK_UNIT_SHIFT) - start;
+  hak_slab_t *s = &ss->slabs[u];
+  for (unsigned i = 1; i < units; i++) s[i].head_delta = (uint8_t)i;
+  s->recip = hak_recip(bs);
+  s->block_size = bs;
+  s->start_off = start;
+  s->cls = (uint8_t)cls;
+  s->head_delta = 0;
+  s->units = (uint8_t)units;
+  s->in_full = 0;
+  s->used = 0;
+  s->free = NULL;
+  s->capacity = (uint16_t)(bytes / bs);
+  s->carved = 0;
+  s->area = s->capacity * bs;
+  hak_slab_list_push(&h->warm[cls], s);
+  return s;
+}
+
+/* An empty slab goes back to its SuperSlab as free units. */
+void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
+  hak_slab_list_remove(s->in_full ? &h->full[s->cls] : &h->warm[s->cls], s);
+  hak_superslab_t *ss = hak_ss_of(s);
+  unsigned u = (unsigned)(s - ss->slabs);
+  unsigned units = s->units;
+  for (unsigned i = 0; i < units; i++) {
+    hak_slab_t *d = &s[i];
+    d->block_size = 0;
+    d->area = 0;
+    d->recip = 0;
+    d->head_delta = 0;
+    d->free = NULL;
+    d->used = 0;
+  }
+  if (!ss->free_units && ss->prev) {   /* it has room again: move to the front */
+    ss_list_remove(&h->superslabs, ss);
+    ss_list_push(&h->superslabs, ss);
+  }
+  uint32_t span = span_mask(u, units);
+  ss->free_units |= span;
+  ss->dirty_units |= span;
+  if (ss->free_units == HAK_UNITS_ALL) h->empty_superslabs++;
+  hak_release_schedule(h, ss);
+}
+
+/* Take in the whole remote-free list of s. */
+void hak_slab_collect_remote(hak_slab_t *s) {
+  void *list = atomic_exchange(&s->remote, NULL);
+  if (!list) return;
+  uint32_t n = 1;
+  void *last = list;
+  while (*(void **)last) {
+    last = *(void **)last;
+    n++;
+  }
+  *(void **)last = s->free;
+  s->free = list;
+  s->used -= n;
+}
+
+/* Give a block freed by its owner back to its slab. */
+void hak_slab_put_local(hak_heap_t *h, void *p) {
+  hak_superslab_t *ss = hak_ss_of(p);
+  hak_slab_t *s = hak_slab_of(ss, (uintptr_t)p);
+  *(void **)p = s->free;
+  s->free = p;
+  if (--s->used == 0) {
+    hak_slab_release(h, s);
+  } else if (s->in_full) {
+    hak_slab_list_remove(&h->full[s->cls], s);
+    s->in_full = 0;
+    hak_slab_list_push(&h->warm[s->cls], s);
+  }
+}

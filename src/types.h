@@ -1,0 +1,142 @@
+/* hakmem: every constant and every structure of the allocator.
+ *
+ * Memory layout
+ *   SuperSlab   2 MiB region, 2 MiB aligned, owned by one thread heap. Its first
+ *               4 KiB hold the header (hak_superslab_t); the rest is carved into
+ *               32 units of 64 KiB (unit 0 loses the header page).
+ *   slab        a span of 1..16 units holding blocks of one size class. Tiny
+ *               classes use one unit (any unit); mid classes use 1..16 units
+ *               starting at unit 1 or later, so their blocks are 64 KiB aligned
+ *               at the slab start.
+ *   large block a private mapping whose header (hak_large_t) sits at the start
+ *               of its first 2 MiB chunk, or just below the block for alignments
+ *               of 2 MiB and more.
+ *   registry    one byte per 2 MiB chunk of the address space saying whether the
+ *               chunk is a SuperSlab, the head of a large block, or foreign.
+ *
+ * Free blocks carry a mark in their second word (address xor a per-process
+ * secret); malloc clears it. A free of a block whose mark is already set is a
+ * double free.
+ */
+#ifndef HAK_TYPES_H
+#define HAK_TYPES_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HAK_NOINLINE    __attribute__((noinline))
+#define HAK_COLD        __attribute__((cold, noinline))
+#define HAK_INLINE      static inline __attribute__((always_inline))
+#define HAK_EXPORT      __attribute__((visibility("default")))
+
+/* ---- geometry */
+#define HAK_SS_SHIFT      21
+#define HAK_SS_SIZE       ((size_t)1 << HAK_SS_SHIFT)
+#define HAK_SS_MASK       (HAK_SS_SIZE - 1)
+#define HAK_UNIT_SHIFT    16
+#define HAK_UNIT_SIZE     ((size_t)1 << HAK_UNIT_SHIFT)
+#define HAK_UNITS         32
+#define HAK_UNITS_ALL     0xffffffffu
+#define HAK_SS_HEADER     4096       /* bytes of unit 0 taken by the header */
+#define HAK_SLAB_MAX_UNITS 16
+
+/* ---- size classes: 16-byte steps up to 128 B, then 8 classes per doubling */
+#define HAK_ALIGN         16
+#define HAK_TINY_MAX      1024
+#define HAK_TINY_CLASSES  32
+#define HAK_MID_MAX       ((size_t)128 * 1024)
+#define HAK_CLASSES       (HAK_TINY_CLASSES + 7 * 8)   /* 1 KiB .. 128 KiB: 7 doublings */
+#define HAK_RECIP_SHIFT   40
+
+/* ---- unified cache: capacity = clamp(HAK_CACHE_BYTES / size, MIN, MAX) */
+#define HAK_CACHE_BYTES   (64 * 1024)
+#define HAK_CACHE_MIN     2
+#define HAK_CACHE_MAX     128
+
+/* ---- release policy */
+#define HAK_PURGE_DELAY_MS     100   /* free units are decommitted after this */
+#define HAK_SHARED_POOL_SLOTS  64    /* empty SuperSlabs kept (decommitted) */
+#define HAK_BIGCACHE_SLOTS     16
+#define HAK_BIGCACHE_MAX_BLOCK ((size_t)64 << 20)
+#define HAK_BIGCACHE_BUDGET    ((size_t)128 << 20)
+#define HAK_BIGCACHE_DELAY_MS  1000
+
+/* ---- registry */
+#define HAK_ADDR_BITS     47
+#define HAK_REG_CHUNKS    ((size_t)1 << (HAK_ADDR_BITS - HAK_SS_SHIFT))
+enum { HAK_REG_FOREIGN = 0, HAK_REG_SUPERSLAB = 1, HAK_REG_LARGE = 2, HAK_REG_LARGE_ALIGNED = 3 };
+
+struct hak_heap_s;
+
+/* A slab descriptor. One per unit; a multi-unit slab uses its first unit's
+ * descriptor (the head) and the others only point back to it with head_delta.
+ * The first line is what the free fast path reads. */
+typedef struct hak_slab_s {
+  uint64_t recip;          /* ceil(2^40 / block_size): offset -> index without division */
+  uint32_t block_size;     /* 0 when the unit is not in use */
+  uint32_t start_off;      /* offset of block 0 from the SuperSlab base */
+  uint8_t  cls;
+  uint8_t  head_delta;     /* units back to the head descriptor */
+  uint8_t  units;          /* span length, head only */
+  uint8_t  in_full;        /* 1: on the heap's full list, 0: on the warm list */
+  uint32_t used;           /* blocks handed out (to the unified cache or the program) */
+  void    *free;           /* local free list, owner only */
+  uint16_t capacity;       /* blocks in the slab */
+  uint16_t carved;         /* blocks taken from the never-used tail so far */
+  uint32_t area;           /* capacity * block_size, 0 when not in use */
+  struct hak_slab_s *next, *prev;   /* warm-pool or full list of the owning heap */
+  _Atomic(void *) remote;  /* blocks freed by other threads */
+} hak_slab_t;
+
+typedef struct hak_superslab_s {
+  struct hak_heap_s *owner;
+  uint32_t free_units;     /* bit per unit */
+  uint32_t dirty_units;    /* free units whose pages may still be resident */
+  uint64_t purge_at;       /* ms when dirty units get decommitted, 0: none */
+  struct hak_superslab_s *next, *prev;   /* owning heap's list */
+  uint64_t pad[3];
+  hak_slab_t slabs[HAK_UNITS];
+} hak_superslab_t;
+
+_Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
+_Static_assert(sizeof(hak_superslab_t) <= HAK_SS_HEADER, "header fits its page");
+
+/* Unified cache of one class: a stack of free blocks. */
+typedef struct hak_ucache_s {
+  void   **items;
+  uint32_t count;
+  uint32_t cap;
+} hak_ucache_t;
+
+enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };
+
+typedef struct hak_heap_s {
+  hak_ucache_t cache[HAK_CLASSES];     /* the fast paths touch only this */
+  hak_slab_t  *warm[HAK_CLASSES];      /* warm pool: slabs with free blocks */
+  hak_slab_t  *full[HAK_CLASSES];      /* slabs with nothing left to hand out */
+  hak_superslab_t *superslabs;         /* owned; ones with free units first */
+  uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free */
+  uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
+  uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
+  struct hak_heap_s *next_heap;        /* global list of heaps, never unlinked */
+  size_t       map_size;
+  _Atomic int  state;
+  _Alignas(64) _Atomic uint8_t remote_hint[HAK_CLASSES];  /* set by remote frees */
+} hak_heap_t;
+
+/* Header of a large block. */
+typedef struct hak_large_s {
+  uintptr_t map_base;
+  size_t    map_size;
+  void     *user;
+  uint64_t  freed_at;      /* ms, while in the BigCache */
+  uint64_t  check;         /* user ^ secret: a sanity mark */
+  uint64_t  pad[3];
+} hak_large_t;
+
+_Static_assert(sizeof(hak_large_t) == 64, "large header is 64 bytes");
+
+#endif
