@@ -66,7 +66,7 @@ $(T)/asan_%: tests/%.c tests/check.h $(B)/asan/libhakmem.a | $(T)
 $(T)/tsan_%: tests/%.c tests/check.h $(B)/tsan/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -DTEST_VIA_HAK -fsanitize=thread -o $@ $< $(B)/tsan/libhakmem.a -lpthread
 $(T)/%: tests/%.cc $(B)/libhakmem.so | $(T)
-	$(CXX) -std=c++17 -O1 -g -Wall -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread
+	$(CXX) -std=c++17 -O1 -g -Wall -Iinclude -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread
 $(T):
 	mkdir -p $@
 

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Test runner behind `make test`.
+#
+# Runs every test binary in build/test/ (release, then dyn_, ubsan_, asan_
+# and tsan_ variants), the smoke test, and a correctness run of the
+# benchmarks. Sums the "RESULT <name> <passed> <failed>" lines; a program
+# that crashes, times out or prints no RESULT line counts as one failure.
+# Logs go to build/test/logs/<name>.log. The last line is
+# "N passed, M failed"; the exit status is 1 if anything failed.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=build
+TESTS=$BUILD/test
+LOGS=$TESTS/logs
+mkdir -p "$LOGS"
+export TSAN_OPTIONS=halt_on_error=1
+export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+VARIANTS=("" dyn_ ubsan_ asan_ tsan_)
+ORDER=(test_api test_invalid test_stress test_churn test_fork)
+total_passed=0
+total_failed=0
+programs=0
+
+# Prints the FAIL lines of a log, with the indented lines that follow them.
+show_failures() {
+  awk '/^FAIL/ { on = 1; print; next } on && /^    / { print; next } { on = 0 }' "$1" |
+    head -n 60 | sed 's/^/    /'
+}
+
+show_crash() {
+  local name=$1 rc=$2 log=$3 why=""
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    why=" (timed out)"
+  elif [ "$rc" -gt 128 ]; then
+    why=" (signal $((rc - 128)))"
+  fi
+  echo "FAIL $name: exit $rc$why"
+  tail -n 20 "$log" | sed 's/^/    /'
+}
+
+summary() {
+  printf '%-4s %-24s %7d passed %4d failed  %4ds\n' "$@"
+}
+
+# record NAME RC LOG SECONDS: adds up the RESULT lines of a finished program.
+record() {
+  local name=$1 rc=$2 log=$3 secs=$4 n p f
+  read -r n p f < <(awk '$1 == "RESULT" && NF == 4 { n++; p += $3; f += $4 }
+                         END { print n + 0, p + 0, f + 0 }' "$log")
+  local crashed=0
+  if [ "$n" -eq 0 ] || { [ "$rc" -ne 0 ] && ! { [ "$rc" -eq 1 ] && [ "$f" -gt 0 ]; }; }; then
+    crashed=1
+    f=$((f + 1))
+  fi
+  summary "$([ "$f" -eq 0 ] && echo ok || echo FAIL)" "$name" "$p" "$f" "$secs"
+  if [ "$crashed" -eq 1 ]; then
+    show_crash "$name" "$rc" "$log"
+  elif [ "$f" -gt 0 ]; then
+    show_failures "$log"
+  fi
+  total_passed=$((total_passed + p))
+  total_failed=$((total_failed + f))
+  programs=$((programs + 1))
+}
+
+run_test() {
+  local bin=$1 name scale=100 start rc
+  name=$(basename "$bin")
+  case $name in asan_* | tsan_*) scale=10 ;; esac
+  start=$SECONDS
+  { STRESS_SCALE=$scale timeout -k 10 300 "$bin" >"$LOGS/$name.log" 2>&1; rc=$?; } 2>/dev/null
+  record "$name" "$rc" "$LOGS/$name.log" $((SECONDS - start))
+}
+
+for prefix in "${VARIANTS[@]}"; do
+  listed=()
+  for t in "${ORDER[@]}"; do
+    bin=$TESTS/$prefix$t
+    [ -f "$bin" ] && [ -x "$bin" ] && run_test "$bin"
+    listed+=("$bin")
+  done
+  for bin in "$TESTS/${prefix}"test_*; do
+    [ -f "$bin" ] && [ -x "$bin" ] || continue
+    [[ " ${listed[*]} " == *" $bin "* ]] && continue
+    run_test "$bin"
+  done
+done
+if [ "$programs" -eq 0 ]; then
+  echo "FAIL no test binaries in $TESTS (run make first)"
+  total_failed=$((total_failed + 1))
+fi
+
+start=$SECONDS
+{ timeout -k 10 300 tests/smoke.sh >"$LOGS/smoke.log" 2>&1; rc=$?; } 2>/dev/null
+record smoke "$rc" "$LOGS/smoke.log" $((SECONDS - start))
+
+for bin in "$BUILD"/bench/*; do
+  [ -f "$bin" ] && [ -x "$bin" ] || continue
+  name=bench_$(basename "$bin")
+  case $name in
+    bench_random_mixed)
+      start=$SECONDS
+      { LD_PRELOAD="$PWD/$BUILD/libhakmem.so" timeout -k 10 300 "$bin" 200000 400 1 \
+          >"$LOGS/$name.log" 2>&1; rc=$?; } 2>/dev/null
+      if [ "$rc" -eq 0 ]; then
+        summary ok "$name" 1 0 $((SECONDS - start))
+        total_passed=$((total_passed + 1))
+      else
+        summary FAIL "$name" 0 1 $((SECONDS - start))
+        show_crash "$name" "$rc" "$LOGS/$name.log"
+        total_failed=$((total_failed + 1))
+      fi
+      ;;
+    *) echo "skip $name (no correctness run defined)" ;;
+  esac
+done
+
+echo "$total_passed passed, $total_failed failed"
+[ "$total_failed" -eq 0 ]

@@ -1,0 +1,216 @@
+/* Unit tests of hakmem's internals: size classes, the reciprocal block check,
+ * the registry, remote frees, slab and SuperSlab release, the large path and
+ * heap adoption. Linked against the static library with the override on. */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "internal.h"
+
+/* Keep the compiler from dropping stores to, or the whole of, an allocation. */
+static void escape(void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
+
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+  }
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void test_size_classes(void) {
+  unsigned prev = 0;
+  int bad_round = 0, bad_waste = 0, bad_mono = 0;
+  for (size_t size = 0; size <= HAK_MID_MAX; size++) {
+    unsigned c = hak_class_of(size);
+    size_t cs = hak_class_size[c];
+    if (cs < size || (c > 0 && hak_class_size[c - 1] >= size && size > 0)) bad_round++;
+    if (size > 128 && (cs - size) * 8 > size) bad_waste++;
+    if (c < prev) bad_mono++;
+    prev = c;
+  }
+  CHECK(bad_round == 0, "%d sizes map to a class that is not the smallest fit", bad_round);
+  CHECK(bad_waste == 0, "%d sizes above 128 B waste more than 12.5%%", bad_waste);
+  CHECK(bad_mono == 0, "class index not monotonic in %d places", bad_mono);
+  CHECK(hak_class_size[HAK_TINY_CLASSES - 1] == HAK_TINY_MAX, "last tiny class is %u", hak_class_size[HAK_TINY_CLASSES - 1]);
+  CHECK(hak_class_size[HAK_CLASSES - 1] == HAK_MID_MAX, "last mid class is %u", hak_class_size[HAK_CLASSES - 1]);
+  int misaligned = 0;
+  for (unsigned c = 0; c < HAK_CLASSES; c++) misaligned += hak_class_size[c] % 16 != 0;
+  CHECK(misaligned == 0, "%d classes are not multiples of 16", misaligned);
+}
+
+static void test_reciprocal(void) {
+  long wrong = 0;
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    uint32_t d = hak_class_size[c];
+    uint64_t r = hak_recip(d);
+    for (uint64_t off = 0; off < HAK_SS_SIZE; off++)
+      if (((off * r) >> HAK_RECIP_SHIFT) != off / d) wrong++;
+  }
+  CHECK(wrong == 0, "reciprocal division wrong for %ld offsets", wrong);
+}
+
+static void test_aligned_classes(void) {
+  int bad = 0;
+  for (size_t align = 32; align <= HAK_UNIT_SIZE; align *= 2)
+    for (size_t size = 1; size <= HAK_MID_MAX; size += 97) {
+      int c = hak_class_for_aligned(size, align);
+      if (c < 0) {
+        if (size <= HAK_MID_MAX && align <= HAK_MID_MAX && size <= align) bad++;
+        continue;
+      }
+      if (hak_class_size[c] % align || hak_class_size[c] < size) bad++;
+    }
+  CHECK(bad == 0, "%d aligned class choices wrong", bad);
+}
+
+static void test_registry(void) {
+  void *p = malloc(100);
+  void *big = malloc(4u << 20);
+  int local = 0;
+  CHECK(hak_registry_kind((uintptr_t)p) == HAK_REG_SUPERSLAB, "small block not in a SuperSlab");
+  CHECK(hak_registry_kind((uintptr_t)big) == HAK_REG_LARGE, "large block not registered");
+  CHECK(hak_registry_kind((uintptr_t)&local) == HAK_REG_FOREIGN, "stack registered");
+  CHECK(hak_registry_kind((uintptr_t)&test_registry) == HAK_REG_FOREIGN, "code registered");
+  CHECK(hak_registry_kind(UINTPTR_MAX - 4096) == HAK_REG_FOREIGN, "top address registered");
+  hak_superslab_t *ss = hak_ss_of(p);
+  CHECK(ss->owner == hak_tls_heap, "SuperSlab not owned by this thread's heap");
+  hak_slab_t *s = hak_slab_of(ss, (uintptr_t)p);
+  CHECK(hak_is_block(ss, s, (uintptr_t)p), "block check rejects a block");
+  CHECK(!hak_is_block(ss, s, (uintptr_t)p + 16), "block check accepts an interior pointer");
+  free(p);
+  free(big);
+}
+
+#define REMOTE_N 5000
+static void *remote_blocks[REMOTE_N];
+
+static void *remote_free_thread(void *arg) {
+  for (int i = 0; i < REMOTE_N; i++) free(remote_blocks[i]);
+  return arg;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void test_remote_free(void) {
+  hak_heap_t *h = hak_heap_get();
+  unsigned cls = hak_class_of(48);
+  for (int i = 0; i < REMOTE_N; i++) remote_blocks[i] = malloc(48);
+  hak_slab_t *s = hak_slab_of(hak_ss_of(remote_blocks[0]), (uintptr_t)remote_blocks[0]);
+  uint32_t used_before = s->used;
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_thread, NULL);
+  pthread_join(t, NULL);
+  CHECK(atomic_load(&s->remote) != NULL, "remote frees did not reach the slab's remote list");
+  CHECK(atomic_load(&h->remote_hint[cls]) == 1, "owner not hinted");
+  CHECK(s->used == used_before, "remote free changed the owner's count");
+  hak_heap_collect_class(h, cls);
+  CHECK(atomic_load(&s->remote) == NULL || s->used == 0, "collect left the remote list");
+  /* the memory is reused by the owner: the new blocks land on the old ones */
+  static void *again[REMOTE_N];
+  for (int i = 0; i < REMOTE_N; i++) again[i] = malloc(48);
+  qsort(remote_blocks, REMOTE_N, sizeof(void *), cmp_ptr);
+  qsort(again, REMOTE_N, sizeof(void *), cmp_ptr);
+  int reused = 0;
+  for (int i = 0, j = 0; i < REMOTE_N && j < REMOTE_N;) {
+    if (remote_blocks[i] == again[j]) reused++, i++, j++;
+    else if ((uintptr_t)remote_blocks[i] < (uintptr_t)again[j]) i++;
+    else j++;
+  }
+  CHECK(reused > REMOTE_N * 9 / 10, "only %d of %d remotely freed blocks were reused", reused, REMOTE_N);
+  for (int i = 0; i < REMOTE_N; i++) remote_blocks[i] = again[i];
+  for (int i = 0; i < REMOTE_N; i++) free(remote_blocks[i]);
+}
+
+static void test_release(void) {
+  hak_trim();
+  long before = rss_kib();
+  enum { N = 200000 };
+  static void *blocks[N];
+  for (int i = 0; i < N; i++) {
+    blocks[i] = malloc(256);
+    memset(blocks[i], 1, 256);
+  }
+  long peak = rss_kib();
+  for (int i = 0; i < N; i++) free(blocks[i]);
+  usleep((HAK_PURGE_DELAY_MS + 50) * 1000);
+  for (int i = 0; i < 1000; i++) { /* slow paths run the release tick */
+    void *p = malloc(5000);
+    escape(p);
+    free(p);
+  }
+  long after_delay = rss_kib();
+  CHECK(peak - before > 40000, "allocating 51 MB grew RSS by only %ld KiB", peak - before);
+  CHECK(after_delay - before < 8192, "RSS after free + delay is %ld KiB above the start", after_delay - before);
+  hak_trim();
+  long after_trim = rss_kib();
+  CHECK(after_trim - before < 2048, "RSS after malloc_trim is %ld KiB above the start", after_trim - before);
+}
+
+static void test_large(void) {
+  char *a = malloc(3u << 20);
+  memset(a, 7, 3u << 20);
+  escape(a);
+  free(a);
+  char *b = malloc(3u << 20);
+  CHECK(a == b, "BigCache did not reuse a freed large mapping");
+  CHECK(b[12345] == 7, "reused large mapping lost its pages (syscall made)");
+  b[0] = 'x';
+  b[(3u << 20) - 1] = 'y';
+  uintptr_t old_place = (uintptr_t)b;
+  char *c = realloc(b, 300u << 20);
+  CHECK(c && c[0] == 'x' && c[(3u << 20) - 1] == 'y', "mremap growth lost content");
+  CHECK(hak_registry_kind((uintptr_t)c) == HAK_REG_LARGE, "moved block not registered");
+  if ((uintptr_t)c != old_place) CHECK(hak_registry_kind(old_place) == HAK_REG_FOREIGN, "old place still registered");
+  char *d = realloc(c, 200000);
+  CHECK(d == c && hak_usable_size(d) < (1u << 20), "shrinking a large block did not trim it");
+  free(d);
+  void *e = aligned_alloc(4u << 20, 5000);
+  CHECK(((uintptr_t)e & ((4u << 20) - 1)) == 0, "4 MiB alignment not honoured");
+  CHECK(hak_registry_kind((uintptr_t)e) == HAK_REG_LARGE_ALIGNED, "huge-aligned block not registered");
+  free(e);
+  CHECK(hak_registry_kind((uintptr_t)e) == HAK_REG_FOREIGN, "freed huge-aligned block still registered");
+}
+
+static hak_heap_t *exited_heap;
+static void *heap_thread(void *arg) {
+  void *p = malloc(64);
+  escape(p);
+  free(p);
+  exited_heap = hak_tls_heap;
+  return arg;
+}
+
+static void test_heap_adoption(void) {
+  pthread_t t;
+  pthread_create(&t, NULL, heap_thread, NULL);
+  pthread_join(t, NULL);
+  CHECK(atomic_load(&exited_heap->state) == HAK_HEAP_ABANDONED, "exited thread's heap not abandoned");
+  CHECK(exited_heap->superslabs == NULL, "exited thread kept SuperSlabs");
+  hak_heap_t *first = exited_heap;
+  pthread_create(&t, NULL, heap_thread, NULL);
+  pthread_join(t, NULL);
+  CHECK(exited_heap == first, "new thread did not adopt the abandoned heap");
+}
+
+int main(void) {
+  void *first = malloc(1);
+  escape(first);
+  free(first);
+  test_size_classes();
+  test_reciprocal();
+  test_aligned_classes();
+  test_registry();
+  test_remote_free();
+  test_release();
+  test_large();
+  test_heap_adoption();
+  return test_done("internal");
+}

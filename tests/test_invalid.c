@@ -1,0 +1,213 @@
+/* Invalid frees and reallocs must abort with a one-line diagnostic.
+ *
+ * Each case runs in a forked child whose stderr goes into a pipe; the child
+ * first sends the bad pointer through a second pipe, then performs the bad
+ * operation. The parent checks that the child died of SIGABRT and printed
+ * exactly one line containing the expected text followed by the pointer as
+ * %p formats it. */
+#include <ctype.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "check.h"
+
+#define INVALID_FREE "hakmem: free(): invalid pointer "
+#define INVALID_REALLOC "hakmem: realloc(): invalid pointer "
+#define INVALID_USABLE "hakmem: malloc_usable_size(): invalid pointer "
+#define DOUBLE_FREE "hakmem: free(): double free of "
+
+static int ptr_fd = -1;
+static char global_buf[64];
+
+/* Hides where a pointer comes from, so that the compiler neither warns
+ * about nor optimizes the invalid operations. */
+static void *opaque(void *p) {
+  void *volatile v = p;
+  return v;
+}
+
+static void report(void *p) {
+  uintptr_t v = (uintptr_t)p;
+  if (write(ptr_fd, &v, sizeof v) != (ssize_t)sizeof v) _exit(3);
+}
+
+static void free_stack(void) {
+  char buf[64];
+  void *p = opaque(buf);
+  report(p);
+  T_free(p);
+}
+
+static void free_global(void) {
+  void *p = opaque(global_buf);
+  report(p);
+  T_free(p);
+}
+
+static void free_interior(void) {
+  char *p = T_malloc(64);
+  report(p + 16);
+  T_free(opaque(p + 16));
+}
+
+static void free_large_middle(void) {
+  char *p = T_malloc(1 << 20);
+  report(p + (1 << 19));
+  T_free(opaque(p + (1 << 19)));
+}
+
+static void realloc_stack(void) {
+  char buf[64];
+  void *p = opaque(buf);
+  report(p);
+  opaque(T_realloc(p, 100));
+}
+
+static void usable_size_stack(void) {
+  char buf[64];
+  void *p = opaque(buf);
+  report(p);
+  volatile size_t n = T_usable_size(p);
+  (void)n;
+}
+
+static void double_free(size_t size) {
+  void *p = T_malloc(size), *again = opaque(p);
+  report(p);
+  T_free(p);
+  T_free(again);
+}
+
+static void double_free_tiny(void) { double_free(32); }
+
+static void double_free_mid(void) { double_free(8000); }
+
+static void *free_in_thread(void *p) {
+  T_free(p);
+  return NULL;
+}
+
+static void double_free_remote(void) {
+  void *p = T_malloc(64), *again = opaque(p);
+  report(p);
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_in_thread, p) != 0) _exit(4);
+  pthread_join(t, NULL);
+  T_free(again);
+}
+
+/* Frees a block a second time after another allocation of its size class
+ * was served in between. Two blocks are freed so that whichever one the
+ * allocation reuses, the other is still free and not handed out again. */
+static void double_free_after_reuse(void) {
+  void *a = T_malloc(48), *c = T_malloc(48);
+  T_free(a);
+  T_free(c);
+  void *b = T_malloc(48);
+  void *victim = b == a ? c : a;
+  report(victim);
+  T_free(opaque(victim));
+}
+
+struct invalid_case {
+  const char *name;
+  const char *expect;
+  void (*op)(void);
+};
+
+static const struct invalid_case cases[] = {
+    {"free of a stack address", INVALID_FREE, free_stack},
+    {"free of a global", INVALID_FREE, free_global},
+    {"free of an interior pointer", INVALID_FREE, free_interior},
+    {"free inside a large block", INVALID_FREE, free_large_middle},
+    {"realloc of a stack address", INVALID_REALLOC, realloc_stack},
+    {"usable size of a stack address", INVALID_USABLE, usable_size_stack},
+    {"double free of a tiny block", DOUBLE_FREE, double_free_tiny},
+    {"double free of a mid block", DOUBLE_FREE, double_free_mid},
+    {"double free after a remote free", DOUBLE_FREE, double_free_remote},
+    {"double free after reuse", DOUBLE_FREE, double_free_after_reuse},
+};
+
+static size_t read_all(int fd, char *buf, size_t cap) {
+  size_t len = 0;
+  ssize_t n;
+  while (len < cap && (n = read(fd, buf + len, cap - len)) > 0) len += (size_t)n;
+  return len;
+}
+
+/* The child's output on one line, newlines shown as \n. */
+static void escape_newlines(const char *s, char *buf, size_t cap) {
+  size_t n = 0;
+  for (; *s && n + 3 < cap; s++) {
+    if (*s == '\n') {
+      buf[n++] = '\\';
+      buf[n++] = 'n';
+    } else {
+      buf[n++] = *s;
+    }
+  }
+  buf[n] = '\0';
+}
+
+static void run_case(const struct invalid_case *c) {
+  int err[2], ptr[2];
+  if (pipe(err) || pipe(ptr)) {
+    CHECK(0, "%s: pipe failed", c->name);
+    return;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10);
+    close(err[0]);
+    close(ptr[0]);
+    dup2(err[1], 2);
+    close(err[1]);
+    ptr_fd = ptr[1];
+    c->op();
+    _exit(0);
+  }
+  close(err[1]);
+  close(ptr[1]);
+  CHECK(pid > 0, "%s: fork failed", c->name);
+  if (pid < 0) {
+    close(err[0]);
+    close(ptr[0]);
+    return;
+  }
+
+  char out[4096];
+  size_t len = read_all(err[0], out, sizeof out - 1);
+  out[len] = '\0';
+  uintptr_t bad = 0;
+  size_t got = read_all(ptr[0], (char *)&bad, sizeof bad);
+  close(err[0]);
+  close(ptr[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  char shown[2 * sizeof out];
+  escape_newlines(out, shown, sizeof shown);
+
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+        "%s: child %s %d, stderr: %s", c->name,
+        WIFSIGNALED(status) ? "died of signal" : "exited with",
+        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), shown);
+  CHECK(got == sizeof bad, "%s: child did not report its pointer", c->name);
+
+  char expect[256];
+  snprintf(expect, sizeof expect, "%s%p", c->expect, (void *)bad);
+  const char *at = strstr(out, expect);
+  CHECK(at && !isxdigit((unsigned char)at[strlen(expect)]),
+        "%s: expected \"%s\", got \"%s\"", c->name, expect, shown);
+  CHECK(len > 0 && out[len - 1] == '\n' && strchr(out, '\n') == out + len - 1,
+        "%s: message is not exactly one line: \"%s\"", c->name, shown);
+}
+
+int main(void) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    run_case(&cases[i]);
+  return test_done("invalid");
+}
