@@ -39,13 +39,36 @@ $(eval $(call LIBVARIANT,$(B)/tsan,-fsanitize=thread,0))
 $(B)/libhakmem.so: $(patsubst src/%.c,$(B)/obj/%.o,$(SRCS))
 	$(CC) -shared -Wl,-soname,libhakmem.so -Wl,-z,now -o $@ $^ -lpthread
 
-# --- benchmarks
-BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
-bench-programs: $(BENCHES)
-$(B)/bench/%: bench/%.c | $(B)/bench
-	$(CC) $(CSTD) $(WARN) -O2 -g -o $@ $< -lpthread
-$(B)/bench:
+# --- benchmarks (bench/README.md)
+# `make bench` runs every workload under glibc, hakmem and the peer
+# allocators found (BENCH_SCALE=1 BENCH_RUNS=5 by default, < 10 min on 2
+# cores); `make peers` installs the peers; `make bench-perf` counts
+# instructions per operation; `make ab` compares HEAD~1 with HEAD
+# (make ab REV_A=x REV_B=y, or bench/ab.sh REV_A REV_B [WORKLOAD...]).
+BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c)) \
+           $(patsubst bench/%.cc,$(B)/bench/%,$(wildcard bench/*.cc))
+BENCH_TOOLS := $(B)/bench/tools/runone
+bench-programs: $(BENCHES) $(BENCH_TOOLS)
+$(B)/bench/%: bench/%.c $(wildcard bench/*.h) | $(B)/bench
+	$(CC) $(CSTD) $(WARN) -O2 -g -o $@ $< -lpthread -lm
+$(B)/bench/%: bench/%.cc | $(B)/bench
+	$(CXX) -std=c++17 -Wall -Wextra -O2 -g -o $@ $< -lpthread
+$(B)/bench/tools/%: bench/tools/%.c | $(B)/bench/tools
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -o $@ $<
+$(B)/bench $(B)/bench/tools:
 	mkdir -p $@
+
+.PHONY: bench bench-perf bench-smoke peers ab
+bench: $(B)/libhakmem.so bench-programs
+	python3 bench/run.py
+bench-perf: $(B)/libhakmem.so bench-programs
+	python3 bench/perf.py
+bench-smoke: $(B)/libhakmem.so bench-programs
+	bench/smoke.sh
+peers:
+	$(if $(filter 0,$(shell id -u)),,sudo) sh -c 'apt-get update && apt-get install -y libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4'
+ab: bench-programs
+	bench/ab.sh $(or $(REV_A),HEAD~1) $(or $(REV_B),HEAD)
 
 # --- tests
 TEST_CFLAGS := $(CSTD) $(WARN) -O1 -g -Iinclude -Isrc -Itests

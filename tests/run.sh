@@ -3,7 +3,7 @@
 #
 # Runs every test binary in build/test/ (release, then dyn_, ubsan_, asan_
 # and tsan_ variants), the smoke test, and a correctness run of the
-# benchmarks. Sums the "RESULT <name> <passed> <failed>" lines; a program
+# benchmarks (bench/smoke.sh). Sums the "RESULT <name> <passed> <failed>" lines; a program
 # that crashes, times out or prints no RESULT line counts as one failure.
 # Logs go to build/test/logs/<name>.log. The last line is
 # "N passed, M failed"; the exit status is 1 if anything failed.
@@ -96,26 +96,9 @@ start=$SECONDS
 { timeout -k 10 300 tests/smoke.sh >"$LOGS/smoke.log" 2>&1; rc=$?; } 2>/dev/null
 record smoke "$rc" "$LOGS/smoke.log" $((SECONDS - start))
 
-for bin in "$BUILD"/bench/*; do
-  [ -f "$bin" ] && [ -x "$bin" ] || continue
-  name=bench_$(basename "$bin")
-  case $name in
-    bench_random_mixed)
-      start=$SECONDS
-      { LD_PRELOAD="$PWD/$BUILD/libhakmem.so" timeout -k 10 300 "$bin" 200000 400 1 \
-          >"$LOGS/$name.log" 2>&1; rc=$?; } 2>/dev/null
-      if [ "$rc" -eq 0 ]; then
-        summary ok "$name" 1 0 $((SECONDS - start))
-        total_passed=$((total_passed + 1))
-      else
-        summary FAIL "$name" 0 1 $((SECONDS - start))
-        show_crash "$name" "$rc" "$LOGS/$name.log"
-        total_failed=$((total_failed + 1))
-      fi
-      ;;
-    *) echo "skip $name (no correctness run defined)" ;;
-  esac
-done
+start=$SECONDS
+{ timeout -k 10 300 bench/smoke.sh >"$LOGS/bench.log" 2>&1; rc=$?; } 2>/dev/null
+record bench "$rc" "$LOGS/bench.log" $((SECONDS - start))
 
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

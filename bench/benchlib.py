@@ -1,0 +1,315 @@
+"""Shared pieces of the benchmark runners (python3 standard library only).
+
+- allocators(): glibc, hakmem and the peer allocators that are installed;
+- run_once(): one run of one benchmark program under one allocator, timed
+  and measured with wait4() (see bench/tools/runone.c for why the wait4 is
+  done by a small helper process rather than by Python itself);
+- parse_result(): the program's own result line;
+- machine_info(): CPU, cores, kernel, compiler and allocator versions.
+"""
+
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH_DIR)
+BUILD = os.path.abspath(os.environ.get("BUILD", os.path.join(ROOT, "build")))
+BIN = os.path.join(BUILD, "bench")
+RUNONE = os.path.join(BIN, "tools", "runone")
+RESULTS = os.path.join(BENCH_DIR, "results")
+
+# name -> (file names to look for, Debian package)
+PEERS = {
+    "mimalloc": (["libmimalloc.so.2", "libmimalloc.so"], "libmimalloc2.0"),
+    "jemalloc": (["libjemalloc.so.2", "libjemalloc.so"], "libjemalloc2"),
+    "tcmalloc": (["libtcmalloc_minimal.so.4", "libtcmalloc_minimal.so",
+                  "libtcmalloc.so.4"], "libtcmalloc-minimal4"),
+}
+ORDER = ["glibc", "hakmem", "mimalloc", "jemalloc", "tcmalloc"]
+BASELINE = "mimalloc"
+
+
+def _lib_dirs():
+    dirs = []
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True,
+                             timeout=10).stdout
+        for m in re.finditer(r"=> (\S+)", out):
+            d = os.path.dirname(m.group(1))
+            if d not in dirs:
+                dirs.append(d)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    for d in ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+              "/usr/lib64", "/usr/lib", "/usr/local/lib", "/lib/x86_64-linux-gnu"]:
+        if d not in dirs:
+            dirs.append(d)
+    return dirs
+
+
+def find_peer(name):
+    files, _ = PEERS[name]
+    env = os.environ.get(name.upper() + "_LIB")  # e.g. MIMALLOC_LIB=/path/lib.so
+    if env:
+        return env if os.path.exists(env) else None
+    for f in files:
+        for d in _lib_dirs():
+            p = os.path.join(d, f)
+            if os.path.exists(p):
+                return os.path.realpath(p)
+    return None
+
+
+def allocators(hakmem_lib=None):
+    """([(name, preload path or '')], [missing messages]) in ORDER,
+    filtered by BENCH_ALLOCATORS=name,name,... when set."""
+    want = os.environ.get("BENCH_ALLOCATORS")
+    want = [w.strip() for w in want.split(",") if w.strip()] if want else ORDER
+    found, missing = [], []
+    for name in ORDER:
+        if name not in want:
+            continue
+        if name == "glibc":
+            found.append((name, ""))
+        elif name == "hakmem":
+            lib = hakmem_lib or os.path.join(BUILD, "libhakmem.so")
+            if os.path.exists(lib):
+                found.append((name, lib))
+            else:
+                missing.append("hakmem (%s not built: run `make`)" % lib)
+        else:
+            lib = find_peer(name)
+            if lib:
+                found.append((name, lib))
+            else:
+                missing.append("%s (%s not found; Debian package %s)"
+                               % (name, PEERS[name][0][0], PEERS[name][1]))
+    return found, missing
+
+
+RESULT_RE = re.compile(r"^(\w+): (.*) = ([0-9.eE+-]+) (\S+)\s*$")
+FIELD_RE = re.compile(r"\b([a-z_][a-z0-9_]*)=([0-9.eE+-]+)\b")
+
+
+def parse_result(stdout, name=None):
+    """(figure, unit, fields) from the last result line, or None."""
+    for line in reversed(stdout.splitlines()):
+        m = RESULT_RE.match(line)
+        if m and (name is None or m.group(1) == name):
+            fields = {}
+            for k, v in FIELD_RE.findall(m.group(2)):
+                try:
+                    fields[k] = float(v)
+                except ValueError:
+                    pass
+            try:
+                return float(m.group(3)), m.group(4), fields
+            except ValueError:
+                return None
+    return None
+
+
+def signame(n):
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return "signal %d" % n
+
+
+def run_once(argv, preload, timeout=120.0, result_name=None):
+    """Runs argv once with LD_PRELOAD=preload ('' = none). Returns a dict:
+    ok, error, figure, unit, fields, wall_s, maxrss_kib, minflt, stdout,
+    stderr, status."""
+    with tempfile.TemporaryDirectory(prefix="hakbench.") as tmp:
+        fo, fe, fr = (os.path.join(tmp, n) for n in ("out", "err", "rusage"))
+        if os.path.exists(RUNONE):
+            cmd = [RUNONE, "-o", fr, "-t", str(timeout), "-e", "LD_PRELOAD=" + preload,
+                   "--"] + argv
+            env = dict(os.environ)
+            env.pop("LD_PRELOAD", None)
+            with open(fo, "w") as out, open(fe, "w") as err:
+                p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env,
+                                     stdin=subprocess.DEVNULL)
+                _, wst, _ = os.wait4(p.pid, 0)
+                p.returncode = os.waitstatus_to_exitcode(wst)
+            info = {}
+            if os.path.exists(fr):
+                for k, v in re.findall(r"(\w+)=(\S+)", open(fr).read()):
+                    info[k] = float(v)
+            if not info:
+                return {"ok": False, "error": "runone failed (exit %s)" % p.returncode,
+                        "stdout": open(fo).read(), "stderr": open(fe).read()}
+            status, sig, tmo = int(info["status"]), int(info["signal"]), int(info["timeout"])
+            wall, maxrss, minflt = info["wall_s"], int(info["maxrss_kib"]), int(info["minflt"])
+        else:
+            # Fallback without the helper: wait4 here. ru_maxrss then includes
+            # this Python process's RSS (kept across execve), so small RSS
+            # figures are inflated.
+            env = dict(os.environ)
+            env["LD_PRELOAD"] = preload
+            with open(fo, "w") as out, open(fe, "w") as err:
+                t0 = time.monotonic()
+                p = subprocess.Popen(argv, stdout=out, stderr=err, env=env,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                tmo = 0
+                while True:
+                    pid, wst, ru = os.wait4(p.pid, os.WNOHANG)
+                    if pid:
+                        break
+                    if time.monotonic() - t0 > timeout:
+                        os.killpg(p.pid, signal.SIGKILL)
+                        tmo = 1
+                        pid, wst, ru = os.wait4(p.pid, 0)
+                        break
+                    time.sleep(0.002)
+                wall = time.monotonic() - t0
+                p.returncode = os.waitstatus_to_exitcode(wst)
+            status = os.WEXITSTATUS(wst) if os.WIFEXITED(wst) else -1
+            sig = os.WTERMSIG(wst) if os.WIFSIGNALED(wst) else 0
+            maxrss, minflt = ru.ru_maxrss, ru.ru_minflt
+        stdout, stderr = open(fo).read(), open(fe).read()
+    r = {"ok": False, "error": None, "status": status, "wall_s": wall,
+         "maxrss_kib": maxrss, "minflt": minflt, "stdout": stdout, "stderr": stderr}
+    if tmo:
+        r["error"] = "timeout after %g s" % timeout
+    elif sig:
+        r["error"] = "killed by " + signame(sig)
+    elif status != 0:
+        r["error"] = "exit %d" % status
+    elif "cannot be preloaded" in stderr:
+        r["error"] = "LD_PRELOAD failed: " + stderr.strip().splitlines()[0]
+    else:
+        res = parse_result(stdout, result_name)
+        if res is None:
+            r["error"] = "no result line"
+        else:
+            r["ok"] = True
+            r["figure"], r["unit"], r["fields"] = res
+    return r
+
+
+def short_error(r):
+    """One line for a failed run: the error and the program's last stderr line."""
+    msg = r.get("error") or "failed"
+    lines = [l for l in (r.get("stderr") or "").splitlines() if l.strip()]
+    if lines and "timeout" not in msg:
+        msg += ": " + lines[-1][:120]
+    return msg
+
+
+def _cmd(argv):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def hakmem_version(root=ROOT):
+    try:
+        txt = open(os.path.join(root, "include", "hakmem.h")).read()
+        parts = [re.search(r"#define HAKMEM_VERSION_%s\s+(\d+)" % k, txt) for k in
+                 ("MAJOR", "MINOR", "PATCH")]
+        ver = ".".join(m.group(1) for m in parts) if all(parts) else "?"
+    except OSError:
+        ver = "?"
+    desc = _cmd(["git", "-C", root, "describe", "--always", "--dirty"]) or "no git"
+    return "%s (%s)" % (ver, desc)
+
+
+def machine_info():
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        mem = next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal"))
+        mem = "%.1f GiB" % (int(mem) / 1048576)
+    except (OSError, StopIteration):
+        mem = "?"
+    versions = {"glibc": (os.confstr("CS_GNU_LIBC_VERSION") or "?").replace("glibc ", ""),
+                "hakmem": hakmem_version()}
+    for name, (_, pkg) in PEERS.items():
+        v = _cmd(["dpkg-query", "-W", "-f", "${Version}", pkg])
+        if not v:
+            lib = find_peer(name)
+            v = ("installed, version unknown (%s)" % lib) if lib else "not installed"
+        else:
+            v = "%s (%s)" % (v, pkg)
+        versions[name] = v
+    cc = (_cmd(["cc", "--version"]).splitlines() or ["?"])[0]
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory": mem,
+        "kernel": platform.release(),
+        "os": _os_name(),
+        "compiler": cc,
+        "versions": versions,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+
+
+def _os_name():
+    try:
+        for line in open("/etc/os-release"):
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return platform.system()
+
+
+def machine_lines(info):
+    v = info["versions"]
+    return [
+        "machine: %s, %s cores, %s RAM; %s, kernel %s; %s"
+        % (info["cpu"], info["cores"], info["memory"], info["os"], info["kernel"],
+           info["compiler"]),
+        "versions: " + "; ".join("%s %s" % (k, v[k]) for k in ORDER if k in v),
+    ]
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0 and not math.isnan(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def fmt_num(x):
+    """Human-friendly number: 12.3M, 456k, 7.89."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    a = abs(x)
+    if a >= 1e9:
+        return "%.2fG" % (x / 1e9)
+    if a >= 1e6:
+        return "%.2fM" % (x / 1e6)
+    if a >= 1e4:
+        return "%.1fk" % (x / 1e3)
+    if a >= 100:
+        return "%.0f" % x
+    return "%.3g" % x
+
+
+def need_tools():
+    missing = [p for p in (RUNONE,) if not os.path.exists(p)]
+    return missing
+
+
+def which(prog):
+    return shutil.which(prog)
