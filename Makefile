@@ -11,6 +11,7 @@ CXX     ?= c++
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 OPT     := -O2 -g
+STAT    ?= 1     # statistics level: 0 none, 1 counters, 2 also bytes requested
 LIBFLAGS := -fPIC -fvisibility=hidden -fno-plt -ftls-model=initial-exec -fexceptions
 
 SRCS := $(wildcard src/*.c) src/os/linux.c
@@ -24,7 +25,7 @@ all: $(B)/libhakmem.so $(B)/libhakmem.a bench-programs
 # --- one library variant: $(1)=dir $(2)=extra cflags $(3)=override(0/1)
 define LIBVARIANT
 $(1)/obj/%.o: src/%.c $(HDRS) | $(1)/obj/os
-	$$(CC) $$(CSTD) $$(WARN) $$(OPT) $$(LIBFLAGS) $(2) -DHAK_OVERRIDE=$(3) -Iinclude -Isrc -c $$< -o $$@
+	$$(CC) $$(CSTD) $$(WARN) $$(OPT) $$(LIBFLAGS) $(2) -DHAK_OVERRIDE=$(3) -DHAK_STAT=$(STAT) -Iinclude -Isrc -c $$< -o $$@
 $(1)/obj/os:
 	mkdir -p $$@
 $(1)/libhakmem.a: $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))

@@ -13,6 +13,7 @@
 #ifndef HAK_BENCH_H
 #define HAK_BENCH_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -128,6 +129,52 @@ static inline void bench_mark(unsigned char *p, size_t size, uint64_t tag) {
 static inline int bench_check(const unsigned char *p, size_t size, uint64_t tag) {
   return p[0] == bench_pat(tag, 0) && p[size / 2] == bench_pat(tag, size / 2) &&
          p[size - 1] == bench_pat(tag, size - 1);
+}
+
+/* One thread of bench_run_threads(): the caller sets fn and arg, the
+ * thread runs fn(arg). */
+struct bench_thread {
+  void *(*fn)(void *);
+  void *arg;
+  pthread_t tid;            /* set by bench_run_threads */
+  pthread_barrier_t *start; /* set by bench_run_threads: NULL or the start gate */
+};
+
+/* What the time bench_run_threads() returns covers. */
+enum bench_clock {
+  BENCH_CLOCK_CREATE, /* from before the first pthread_create: includes thread creation */
+  BENCH_CLOCK_RUN,    /* the threads are all created first and wait at a barrier; from
+                         their release (all at once) to the last join */
+};
+
+static inline void *bench_thread_main(void *arg) {
+  struct bench_thread *th = arg;
+  if (th->start) pthread_barrier_wait(th->start);
+  return th->fn(th->arg);
+}
+
+/* Runs th[0..n-1], each on a new thread (created in that order), waits for
+ * all of them and returns the seconds that took, measured as timing says.
+ * Exits with status 1 if a thread cannot be created. */
+static inline double bench_run_threads(const char *name, struct bench_thread *th, long n,
+                                       enum bench_clock timing) {
+  pthread_barrier_t start;
+  int gated = timing == BENCH_CLOCK_RUN;
+  if (gated) pthread_barrier_init(&start, NULL, (unsigned)n + 1);
+  double t0 = bench_now();
+  for (long i = 0; i < n; i++) {
+    th[i].start = gated ? &start : NULL;
+    if (pthread_create(&th[i].tid, NULL, bench_thread_main, &th[i]) != 0)
+      bench_die(1, "%s: pthread_create failed", name);
+  }
+  if (gated) {
+    t0 = bench_now();
+    pthread_barrier_wait(&start);
+  }
+  for (long i = 0; i < n; i++) pthread_join(th[i].tid, NULL);
+  double secs = bench_now() - t0;
+  if (gated) pthread_barrier_destroy(&start);
+  return secs;
 }
 
 #endif

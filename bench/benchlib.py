@@ -1,6 +1,7 @@
 """Shared pieces of the benchmark runners (python3 standard library only).
 
 - allocators(): glibc, hakmem and the peer allocators that are installed;
+  announce(): those and the machine, printed as a runner's first lines;
 - run_once(): one run of one benchmark program under one allocator, timed
   and measured with wait4() (see bench/tools/runone.c for why the wait4 is
   done by a small helper process rather than by Python itself);
@@ -93,6 +94,27 @@ def allocators(hakmem_lib=None):
                 missing.append("%s (%s not found; Debian package %s)"
                                % (name, PEERS[name][0][0], PEERS[name][1]))
     return found, missing
+
+
+def baseline(allocs):
+    """What ratios are relative to: BASELINE if it is among allocs, else glibc."""
+    return BASELINE if any(a == BASELINE for a, _ in allocs) else "glibc"
+
+
+def announce(missing_hint=None):
+    """The start of a runner's output: finds the allocators, prints the
+    machine lines and the missing allocators (followed by missing_hint, if
+    given). Returns (allocators, missing, machine info) as allocators() and
+    machine_info() do."""
+    allocs, missing = allocators()
+    info = machine_info()
+    for l in machine_lines(info):
+        print(l)
+    if missing:
+        print("MISSING allocators (skipped): " + "; ".join(missing))
+        if missing_hint:
+            print(missing_hint)
+    return allocs, missing, info
 
 
 RESULT_RE = re.compile(r"^(\w+): (.*) = ([0-9.eE+-]+) (\S+)\s*$")

@@ -9,8 +9,6 @@
  * then exit and the next round's threads take the arrays over, so most blocks
  * are freed by a thread other than the one that allocated them.
  * Prints replacements (one free + one malloc) per second. */
-#include <pthread.h>
-
 #include "bench.h"
 
 #define NAME "larson"
@@ -74,8 +72,9 @@ int main(int argc, char **argv) {
 
   arrays = calloc((size_t)nthreads, sizeof *arrays);
   struct job *jobs = calloc((size_t)nthreads, sizeof *jobs);
-  pthread_t *tid = calloc((size_t)nthreads, sizeof *tid);
-  if (!arrays || !jobs || !tid) BENCH_OOM(NAME, nthreads);
+  struct bench_thread *th = calloc((size_t)nthreads, sizeof *th);
+  if (!arrays || !jobs || !th) BENCH_OOM(NAME, nthreads);
+  for (long t = 0; t < nthreads; t++) th[t] = (struct bench_thread){.fn = worker, .arg = &jobs[t]};
   uint64_t rng = bench_seed(seed, 0), sum = 0;
   for (long t = 0; t < nthreads; t++) {
     struct array *a = &arrays[t];
@@ -91,13 +90,9 @@ int main(int argc, char **argv) {
     for (long t = 0; t < nthreads; t++) {
       jobs[t].a = &arrays[(t + r) % nthreads];
       jobs[t].rng = bench_seed(seed, (uint64_t)(r * nthreads + t + 1));
-      if (pthread_create(&tid[t], NULL, worker, &jobs[t]) != 0)
-        bench_die(1, NAME ": pthread_create failed");
     }
-    for (long t = 0; t < nthreads; t++) {
-      pthread_join(tid[t], NULL);
-      sum += jobs[t].sum;
-    }
+    bench_run_threads(NAME, th, nthreads, BENCH_CLOCK_CREATE);
+    for (long t = 0; t < nthreads; t++) sum += jobs[t].sum;
   }
   double secs = bench_now() - t0;
 
@@ -114,7 +109,7 @@ int main(int argc, char **argv) {
   }
   free(arrays);
   free(jobs);
-  free(tid);
+  free(th);
   bench_sink = sum;
   long total = nthreads * ops * rounds;
   printf(NAME ": %ld threads, %ld replacements in %.3f s = %.0f ops/s\n", nthreads, total,

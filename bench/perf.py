@@ -100,12 +100,7 @@ def callgrind_ir(argv, preload):
 
 def main():
     scale = float(os.environ.get("BENCH_SCALE", 1))
-    allocs, missing = bl.allocators()
-    info = bl.machine_info()
-    for l in bl.machine_lines(info):
-        print(l)
-    if missing:
-        print("MISSING allocators (skipped): " + "; ".join(missing))
+    allocs, _, info = bl.announce()
     ok, why = perf_works()
     mode = os.environ.get("PERF_MODE") or ("perf" if ok else "callgrind")
     if mode == "perf" and not ok:
@@ -116,7 +111,7 @@ def main():
                   "valgrind --tool=callgrind: instructions per op only" % why)
         if not bl.which("valgrind"):
             sys.exit("bench-perf: valgrind is not installed either (apt-get install valgrind)")
-    base = bl.BASELINE if any(a == bl.BASELINE for a, _ in allocs) else "glibc"
+    base = bl.baseline(allocs)
     count = perf_count if mode == "perf" else callgrind_ir
     events = EVENTS if mode == "perf" else ["instructions"]
 

@@ -209,16 +209,11 @@ def main():
             sys.exit("run.py: unknown workload(s) %s; see --list" % ", ".join(unknown))
         wl = [w for w in wl if w[0] in sel]
 
-    allocs, missing = bl.allocators()
-    info = bl.machine_info()
-    for l in bl.machine_lines(info):
-        print(l)
-    if missing:
-        print("MISSING allocators (skipped): " + "; ".join(missing))
-        print("  `make peers` installs the peers (apt-get install libmimalloc2.0 "
-              "libjemalloc2 libtcmalloc-minimal4)")
+    allocs, missing, info = bl.announce(
+        "  `make peers` installs the peers (apt-get install libmimalloc2.0 "
+        "libjemalloc2 libtcmalloc-minimal4)")
     print("allocators: " + ", ".join("%s=%s" % (a, p or "(libc)") for a, p in allocs))
-    base = bl.BASELINE if any(a == bl.BASELINE for a, _ in allocs) else "glibc"
+    base = bl.baseline(allocs)
     if base != bl.BASELINE:
         print("NOTE: %s is missing, ratios are relative to %s instead" % (bl.BASELINE, base))
     if not os.path.exists(bl.RUNONE):

@@ -8,8 +8,6 @@
  * the next wave. Stresses thread-heap creation, teardown/adoption and frees
  * of blocks whose owner thread is gone.
  * Prints mallocs + frees per second (thread create/join time included). */
-#include <pthread.h>
-
 #include "bench.h"
 
 #define NAME "thread_churn"
@@ -90,23 +88,19 @@ int main(int argc, char **argv) {
     }
   }
   struct job *jobs = calloc((size_t)nthreads, sizeof *jobs);
-  pthread_t *tid = calloc((size_t)nthreads, sizeof *tid);
-  if (!jobs || !tid) BENCH_OOM(NAME, nthreads);
+  struct bench_thread *th = calloc((size_t)nthreads, sizeof *th);
+  if (!jobs || !th) BENCH_OOM(NAME, nthreads);
+  for (long t = 0; t < nthreads; t++) th[t] = (struct bench_thread){.fn = worker, .arg = &jobs[t]};
   uint64_t sum = 0;
   long ops = 0;
 
   double t0 = bench_now();
   for (long w = 0; w < waves; w++) {
     struct set *in = gen[(w + 1) & 1], *out = gen[w & 1];
-    for (long t = 0; t < nthreads; t++) {
+    for (long t = 0; t < nthreads; t++)
       jobs[t] = (struct job){&in[(t + 1) % nthreads], &out[t], w, t, 0};
-      if (pthread_create(&tid[t], NULL, worker, &jobs[t]) != 0)
-        bench_die(1, NAME ": pthread_create failed");
-    }
-    for (long t = 0; t < nthreads; t++) {
-      pthread_join(tid[t], NULL);
-      sum += jobs[t].sum;
-    }
+    bench_run_threads(NAME, th, nthreads, BENCH_CLOCK_CREATE);
+    for (long t = 0; t < nthreads; t++) sum += jobs[t].sum;
     ops += nthreads * blocks * (w == 0 ? 3 : 4);
   }
   struct set *last = gen[(waves - 1) & 1];
@@ -127,7 +121,7 @@ int main(int argc, char **argv) {
     free(gen[g]);
   }
   free(jobs);
-  free(tid);
+  free(th);
   bench_sink = sum;
   printf(NAME ": %ld waves of %ld threads, %ld ops in %.3f s = %.0f ops/s\n", waves, nthreads,
          ops, secs, (double)ops / secs);

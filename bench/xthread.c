@@ -11,7 +11,6 @@
  * yields. Default: 1 + 1 = 2 threads.
  * Prints blocks passed (one malloc + one remote free) per second and this
  * process's peak RSS. */
-#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 
@@ -38,7 +37,6 @@ static long nprod, ncons, items, qcap;
 static size_t min_size, max_size;
 static uint64_t seed;
 static struct ring *rings; /* rings[p * ncons + c] */
-static _Atomic int go;
 
 static void wait_turn(unsigned *spins) {
   if (++*spins > 64) {
@@ -53,7 +51,6 @@ static void *producer(void *arg) {
   long p = (long)(intptr_t)arg;
   uint64_t rng = bench_seed(seed, (uint64_t)p + 1);
   long n = items_of(p);
-  while (!atomic_load(&go)) sched_yield();
   for (long i = 0; i < n; i++) {
     size_t size = bench_size(&rng, min_size, max_size);
     unsigned char *b = malloc(size);
@@ -103,7 +100,6 @@ static void *consumer(void *arg) {
   for (long p = 0; p < nprod; p++) next_seq[p] = (uint64_t)c;
   uint64_t sum = 0;
   unsigned spins = 0;
-  while (!atomic_load(&go)) sched_yield();
   while (expect > 0) {
     int got = 0;
     for (long p = 0; p < nprod; p++) {
@@ -155,27 +151,22 @@ int main(int argc, char **argv) {
     rings[i].slot = calloc((size_t)qcap, sizeof(unsigned char *));
     if (!rings[i].slot) BENCH_OOM(NAME, qcap);
   }
-  pthread_t *tid = calloc((size_t)(nprod + ncons), sizeof *tid);
+  struct bench_thread *th = calloc((size_t)(nprod + ncons), sizeof *th);
   struct cons *cs = calloc((size_t)ncons, sizeof *cs);
-  if (!tid || !cs) BENCH_OOM(NAME, nprod + ncons);
-  for (long c = 0; c < ncons; c++) {
+  if (!th || !cs) BENCH_OOM(NAME, nprod + ncons);
+  for (long c = 0; c < ncons; c++) { /* the consumers first */
     cs[c].c = c;
-    if (pthread_create(&tid[nprod + c], NULL, consumer, &cs[c]) != 0)
-      bench_die(1, NAME ": pthread_create failed");
+    th[c] = (struct bench_thread){.fn = consumer, .arg = &cs[c]};
   }
   for (long p = 0; p < nprod; p++)
-    if (pthread_create(&tid[p], NULL, producer, (void *)(intptr_t)p) != 0)
-      bench_die(1, NAME ": pthread_create failed");
-  double t0 = bench_now();
-  atomic_store(&go, 1);
+    th[ncons + p] = (struct bench_thread){.fn = producer, .arg = (void *)(intptr_t)p};
+  double secs = bench_run_threads(NAME, th, nprod + ncons, BENCH_CLOCK_RUN);
   uint64_t sum = 0;
-  for (long i = 0; i < nprod + ncons; i++) pthread_join(tid[i], NULL);
-  double secs = bench_now() - t0;
   for (long c = 0; c < ncons; c++) sum += cs[c].sum;
   bench_sink = sum;
   for (long i = 0; i < nprod * ncons; i++) free(rings[i].slot);
   free(rings);
-  free(tid);
+  free(th);
   free(cs);
   printf(NAME ": %ld producers, %ld consumers, %ld blocks in %.3f s, peak_rss_kib=%ld = %.0f ops/s\n",
          nprod, ncons, items, secs, bench_peak_rss_kib(), (double)items / secs);

@@ -41,6 +41,103 @@ void   hak_free_aligned_sized(void *p, size_t alignment, size_t size);
  * slabs and drops the large-block cache. Returns 1 if memory was released. */
 int    hak_trim(void);
 
+/* ---- options
+ * Every option is read once at start-up from the environment variable
+ * HAKMEM_<NAME> (e.g. HAKMEM_PURGE_DELAY_MS=50); docs/options.md lists them.
+ * HAKMEM_PROFILE picks a coherent set of defaults that individual options
+ * override. A bad value prints one warning line and the default is used. */
+typedef enum hak_option_e {
+  hak_option_profile,               /* HAK_PROFILE_FAST / _BALANCED / _LEAN */
+  hak_option_stats,                 /* 0 off, 1 text report at exit, 2 JSON */
+  hak_option_stats_file,            /* string: where the report goes (stderr) */
+  hak_option_route_banner,          /* 1: describe the configuration at start-up */
+  hak_option_cache_bytes,           /* unified cache budget per class, bytes */
+  hak_option_cache_max,             /* most blocks one class's cache holds */
+  hak_option_purge_delay_ms,        /* free slab pages are decommitted after this */
+  hak_option_keep_empty_superslabs, /* empty SuperSlabs a thread keeps committed */
+  hak_option_shared_pool_slots,     /* empty SuperSlabs kept (decommitted) for reuse */
+  hak_option_bigcache_budget,       /* bytes of freed large blocks kept mapped */
+  hak_option_bigcache_max_block,    /* largest block the BigCache keeps */
+  hak_option_bigcache_delay_ms,     /* how long a freed large block stays cached */
+  hak_option_count
+} hak_option_t;
+
+enum { HAK_PROFILE_FAST = 0, HAK_PROFILE_BALANCED = 1, HAK_PROFILE_LEAN = 2 };
+
+long        hak_option_get(hak_option_t option);
+/* 0, or EINVAL for a value out of range. Setting the profile resets every
+ * option not set explicitly to the profile's value. Cache sizes apply to
+ * threads that start afterwards; everything else at once. */
+int         hak_option_set(hak_option_t option, long value);
+const char *hak_option_get_string(hak_option_t option);   /* string options */
+int         hak_option_set_string(hak_option_t option, const char *value);
+const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_MS" */
+
+/* ---- statistics
+ * Counted per thread without atomics and merged on demand. HAKMEM_STATS=1
+ * prints a report at exit (HAKMEM_STATS=json: one JSON object). Frees from
+ * other threads count when the owning thread collects them; hak_stats_get
+ * collects the calling thread's own first. With `make STAT=0` the counters
+ * compile out; `make STAT=2` adds the bytes requested (a fast-path add). */
+#define HAK_STATS_CLASSES 88
+
+#define HAK_STATS_CLASS_FIELDS(X)                                          \
+  X(block_size, "block size in bytes")                                     \
+  X(allocs, "blocks allocated")                                            \
+  X(frees, "blocks freed")                                                 \
+  X(live, "blocks in use now")                                             \
+  X(cache_hits, "allocations served by the unified cache")                \
+  X(cache_misses, "allocations that found the cache empty")               \
+  X(refills, "batch refills of the cache")                                 \
+  X(flushes, "batch flushes of the cache")                                 \
+  X(remote_frees, "frees received from other threads")                     \
+  X(slabs, "slabs in use now")                                             \
+  X(bytes_live, "bytes of blocks in use now")
+
+#define HAK_STATS_TIER_FIELDS(X)                                           \
+  X(allocs, "blocks allocated")                                            \
+  X(frees, "blocks freed")                                                 \
+  X(requested, "bytes requested by allocations (STAT=2, large always)")    \
+  X(reserved, "bytes of blocks in use now")                                \
+  X(committed, "bytes of slabs or mappings in use now")                    \
+  X(committed_peak, "peak of committed")
+
+#define HAK_STATS_GLOBAL_FIELDS(X)                                         \
+  X(bigcache_hits, "large allocations served by the BigCache")             \
+  X(bigcache_misses, "large allocations that needed a new mapping")        \
+  X(os_maps, "mmap calls")                                                 \
+  X(os_map_bytes, "bytes mapped")                                          \
+  X(os_unmaps, "munmap calls")                                             \
+  X(os_unmap_bytes, "bytes unmapped")                                      \
+  X(os_decommits, "madvise(MADV_DONTNEED) calls")                          \
+  X(os_decommit_bytes, "bytes returned with madvise")                      \
+  X(os_remaps, "mremap calls")                                             \
+  X(rss, "resident set size now, bytes")                                   \
+  X(rss_peak, "peak resident set size, bytes")                             \
+  X(allocs, "blocks allocated, all tiers")                                 \
+  X(frees, "blocks freed, all tiers")                                      \
+  X(live, "blocks in use now, all tiers")                                  \
+  X(balanced, "1 if allocations = frees + live blocks")
+
+#define HAK_STATS_FIELD_(name, doc) unsigned long long name;
+struct hak_class_stats { HAK_STATS_CLASS_FIELDS(HAK_STATS_FIELD_) };
+struct hak_tier_stats { HAK_STATS_TIER_FIELDS(HAK_STATS_FIELD_) };
+struct hak_stats {
+  struct hak_class_stats classes[HAK_STATS_CLASSES];
+  struct hak_tier_stats tiny, mid, large;
+  HAK_STATS_GLOBAL_FIELDS(HAK_STATS_FIELD_)
+};
+#undef HAK_STATS_FIELD_
+
+typedef void hak_write_fn(const char *text, void *arg);
+
+void hak_stats_get(struct hak_stats *out);
+/* Event counters start again from zero; gauges (live, in use, RSS) stay. */
+void hak_stats_reset(void);
+/* The text report; write is called with pieces of it (stderr when NULL). */
+void hak_stats_print(hak_write_fn *write, void *arg);
+void hak_stats_print_json(hak_write_fn *write, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

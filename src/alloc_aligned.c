@@ -22,7 +22,7 @@ void *hak_alloc_aligned(size_t align, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  return hak_malloc_class(h, (unsigned)cls);
+  return hak_malloc_class(h, (unsigned)cls, size);
 }
 
 HAK_EXPORT void *hak_aligned_alloc(size_t alignment, size_t size) {

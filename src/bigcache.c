@@ -2,13 +2,14 @@
  * for reuse without system calls. A slot holds the header address, which is
  * 2 MiB aligned, with the mapping size in pages in its low bits, so a thread
  * can judge an entry without touching memory it does not own yet; a single
- * compare-and-swap takes it. Entries expire after HAK_BIGCACHE_DELAY_MS. */
+ * compare-and-swap takes it. Entries expire after BIGCACHE_DELAY_MS; at most
+ * BIGCACHE_BUDGET bytes are kept, in blocks of at most BIGCACHE_MAX_BLOCK. */
 #include "internal.h"
 
 #define SIZE_BITS_MASK ((uintptr_t)HAK_SS_MASK)
 #define PAGE_SHIFT 12
 
-_Static_assert((HAK_BIGCACHE_MAX_BLOCK >> PAGE_SHIFT) <= HAK_SS_MASK, "sizes fit in the slot's low bits");
+_Static_assert(((4ull << 30) >> PAGE_SHIFT) <= HAK_SS_MASK, "sizes up to BIGCACHE_MAX_BLOCK's 4 GiB fit in a slot's low bits");
 
 static _Atomic uintptr_t slots[HAK_BIGCACHE_SLOTS];
 static _Atomic uint64_t slot_time[HAK_BIGCACHE_SLOTS];
@@ -31,8 +32,8 @@ static void unmap_entry(hak_large_t *hdr) {
 
 bool hak_bigcache_put(hak_large_t *hdr) {
   size_t size = hdr->map_size;
-  if (size > HAK_BIGCACHE_MAX_BLOCK) return false;
-  if (atomic_fetch_add(&cached_bytes, size) + size > HAK_BIGCACHE_BUDGET) {
+  if (size > (size_t)hak_opt(hak_option_bigcache_max_block)) return false;
+  if (atomic_fetch_add(&cached_bytes, size) + size > (size_t)hak_opt(hak_option_bigcache_budget)) {
     atomic_fetch_sub(&cached_bytes, size);
     return false;
   }
@@ -77,9 +78,10 @@ hak_large_t *hak_bigcache_take(size_t min_size) {
 void hak_bigcache_tick(void) {
   if (!atomic_load_explicit(&cached, memory_order_relaxed)) return;
   uint64_t now = hak_os_now_ms();
+  long delay = hak_opt(hak_option_bigcache_delay_ms);
   for (unsigned i = 0; i < HAK_BIGCACHE_SLOTS; i++) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
-    if (!v || now - atomic_load_explicit(&slot_time[i], memory_order_relaxed) < HAK_BIGCACHE_DELAY_MS) continue;
+    if (!v || now - atomic_load_explicit(&slot_time[i], memory_order_relaxed) < (uint64_t)delay) continue;
     hak_large_t *hdr = slot_take(i, v);
     if (hdr) unmap_entry(hdr);
   }

@@ -7,8 +7,8 @@
 
 /* Move up to want free blocks of slab s into out[]: never-used blocks first
  * (lowest address on top), then recently freed ones above them. */
-static uint32_t slab_take(hak_slab_t *s, void **out, uint32_t want) {
-  if (atomic_load_explicit(&s->remote, memory_order_relaxed)) hak_slab_collect_remote(s);
+static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t want) {
+  if (atomic_load_explicit(&s->remote, memory_order_relaxed)) hak_slab_collect_remote(h, s);
   uint32_t n = 0;
   if (s->carved < s->capacity) {
     uint32_t k = s->capacity - s->carved;
@@ -27,6 +27,8 @@ static uint32_t slab_take(hak_slab_t *s, void **out, uint32_t want) {
     out[n++] = p;
   }
   s->used += n;
+  HAK_COUNT(h->counters[s->cls].used_blocks, n);
+  HAK_COUNT(h->counters[s->cls].refill_blocks, n);
   return n;
 }
 
@@ -35,10 +37,11 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   hak_heap_collect_class(h, cls);
   hak_ucache_t *c = &h->cache[cls];
   uint32_t want = c->cap / 2;
+  HAK_COUNT(h->counters[cls].refills, 1);
   while (c->count < want) {
     hak_slab_t *s = h->warm[cls];
     if (!s && !(s = hak_slab_new(h, cls))) break;
-    c->count += slab_take(s, c->items + c->count, want - c->count);
+    c->count += slab_take(h, s, c->items + c->count, want - c->count);
     if (!s->free && s->carved == s->capacity) {
       hak_slab_list_remove(&h->warm[cls], s);
       s->in_full = 1;
@@ -48,12 +51,14 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   return c->count;
 }
 
-void *hak_malloc_class(hak_heap_t *h, unsigned cls) {
+void *hak_malloc_class(hak_heap_t *h, unsigned cls, size_t size) {
   hak_ucache_t *c = &h->cache[cls];
   if (c->count == 0 && cache_refill(h, cls) == 0) {
     errno = ENOMEM;
     return NULL;
   }
+  HAK_COUNT(c->allocs, 1);
+  if (HAK_STAT >= 2) h->counters[cls].requested += size;
   void *p = c->items[--c->count];
   ((uintptr_t *)p)[1] = 0;
   return p;
@@ -66,7 +71,7 @@ HAK_NOINLINE void *hak_malloc_slow(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  return hak_malloc_class(h, hak_class_of(size));
+  return hak_malloc_class(h, hak_class_of(size), size);
 }
 
 /* Return the n oldest (bottom) blocks of a class's cache to their slabs. */
@@ -75,6 +80,8 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) hak_slab_put_local(h, c->items[i]);
   memmove(c->items, c->items + n, (c->count - n) * sizeof(void *));
   c->count -= n;
+  HAK_COUNT(h->counters[cls].flushes, n != 0);
+  HAK_COUNT(h->counters[cls].flush_blocks, n);
 }
 
 HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
@@ -82,4 +89,5 @@ HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
   hak_ucache_t *c = &h->cache[cls];
   hak_cache_flush(h, cls, c->cap / 2);
   c->items[c->count++] = p;
+  HAK_COUNT(c->frees, 1);
 }

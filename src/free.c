@@ -4,17 +4,15 @@
 
 /* "hakmem: <fn>(): <what> 0x<p>" on one line, then abort. No allocation. */
 _Noreturn HAK_COLD void hak_fatal_pointer(const char *fn, const char *what, const void *p) {
-  char buf[160];
-  size_t n = 0;
-  const char *parts[] = {"hakmem: ", fn, "(): ", what, " 0x"};
-  for (unsigned i = 0; i < sizeof parts / sizeof parts[0]; i++)
-    for (const char *c = parts[i]; *c && n < 120; c++) buf[n++] = *c;
-  uintptr_t a = (uintptr_t)p;
-  int digits = 1;
-  while (digits < 16 && (a >> (4 * digits))) digits++;
-  for (int d = digits - 1; d >= 0; d--) buf[n++] = "0123456789abcdef"[(a >> (4 * d)) & 15];
-  buf[n++] = '\n';
-  hak_os_write_err(buf, n);
+  hak_out_t o;
+  hak_out_init(&o, NULL, NULL);
+  hak_out_str(&o, "hakmem: ");
+  hak_out_str(&o, fn);
+  hak_out_str(&o, "(): ");
+  hak_out_str(&o, what);
+  hak_out_str(&o, " ");
+  hak_out_hex(&o, (uintptr_t)p);
+  hak_out_str(&o, "\n");
   hak_os_abort();
 }
 

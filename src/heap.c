@@ -12,6 +12,8 @@
 hak_heap_t hak_heap_empty;   /* every cache empty with capacity 0: all paths go slow */
 static _Atomic(hak_heap_t *) heaps;
 
+hak_heap_t *hak_heap_list(void) { return atomic_load(&heaps); }
+
 /* ---- slab lists (warm pool and full list), owner only */
 
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s) {
@@ -34,7 +36,7 @@ static void collect_list(hak_heap_t *h, hak_slab_t *s) {
   while (s) {
     hak_slab_t *next = s->next;
     if (atomic_load(&s->remote)) {
-      hak_slab_collect_remote(s);
+      hak_slab_collect_remote(h, s);
       if (s->used == 0) {
         hak_slab_release(h, s);
       } else if (s->in_full) {
@@ -64,8 +66,9 @@ void hak_heap_collect_all(hak_heap_t *h) {
 /* ---- lifecycle */
 
 static hak_heap_t *heap_new(void) {
+  uint32_t caps[HAK_CLASSES];
   size_t items = 0;
-  for (unsigned c = 0; c < HAK_CLASSES; c++) items += hak_class_cap[c];
+  for (unsigned c = 0; c < HAK_CLASSES; c++) items += caps[c] = hak_class_cache_cap(c);
   size_t page = hak_os_page_size();
   size_t size = (sizeof(hak_heap_t) + items * sizeof(void *) + page - 1) & ~(page - 1);
   hak_heap_t *h = hak_os_map(size);
@@ -74,8 +77,8 @@ static hak_heap_t *heap_new(void) {
   void **it = (void **)(h + 1);
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     h->cache[c].items = it;
-    h->cache[c].cap = hak_class_cap[c];
-    it += hak_class_cap[c];
+    h->cache[c].cap = caps[c];
+    it += caps[c];
   }
   hak_heap_t *old = atomic_load(&heaps);
   do {

@@ -2,7 +2,7 @@
  *
  * Initialisation runs from a constructor, or earlier from the first malloc if
  * another library's constructor allocates first. It never allocates: no stdio,
- * no getenv, no dlsym. */
+ * no getenv, no dlsym. The statistics report runs from a destructor. */
 #include <pthread.h>
 
 #include "internal.h"
@@ -15,11 +15,13 @@ static _Atomic int init_state;   /* 0: not started, 1: running, 2: done */
 
 static HAK_COLD void init_once(void) {
   hak_os_init();
+  hak_options_init();
   hak_secret = hak_os_random() | 1u;
   hak_size_class_init();
   if (pthread_key_create(&thread_key, hak_thread_done) != 0) {
-    static const char msg[] = "hakmem: cannot create the thread-exit key\n";
-    hak_os_write_err(msg, sizeof msg - 1);
+    hak_out_t o;
+    hak_out_init(&o, NULL, NULL);
+    hak_out_str(&o, "hakmem: cannot create the thread-exit key\n");
     hak_os_abort();
   }
 }
@@ -30,6 +32,7 @@ void hak_init(void) {
   if (atomic_compare_exchange_strong(&init_state, &expected, 1)) {
     init_once();
     atomic_store_explicit(&init_state, 2, memory_order_release);
+    if (hak_opt(hak_option_route_banner)) hak_banner_print();
     return;
   }
   while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) {
@@ -40,3 +43,7 @@ void hak_init(void) {
 void hak_thread_register(hak_heap_t *h) { pthread_setspecific(thread_key, h); }
 
 __attribute__((constructor)) static void hak_init_constructor(void) { hak_init(); }
+
+__attribute__((destructor)) static void hak_exit_destructor(void) {
+  if (atomic_load(&init_state) == 2 && hak_opt(hak_option_stats)) hak_stats_at_exit();
+}

@@ -16,11 +16,54 @@ extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"
 void hak_init(void);
 void hak_thread_register(hak_heap_t *h);
 
+/* ---- format.c: text output without stdio or allocation */
+typedef struct hak_out_s {
+  char buf[256];
+  size_t n;
+  hak_write_fn *write;   /* NULL at init: stderr */
+  void *arg;
+} hak_out_t;
+void hak_out_init(hak_out_t *o, hak_write_fn *write, void *arg);
+void hak_out_flush(hak_out_t *o);
+void hak_out_str(hak_out_t *o, const char *s);
+void hak_out_u64(hak_out_t *o, uint64_t v);
+void hak_out_u64w(hak_out_t *o, uint64_t v, unsigned width);
+void hak_out_i64(hak_out_t *o, int64_t v);
+void hak_out_hex(hak_out_t *o, uint64_t v);
+void hak_out_size(hak_out_t *o, uint64_t v);
+void hak_out_version(hak_out_t *o);
+
+/* ---- options.c: the options table, read once at init */
+typedef enum { HAK_OPT_INT, HAK_OPT_SIZE, HAK_OPT_BOOL, HAK_OPT_CHOICE, HAK_OPT_STRING } hak_option_kind_t;
+typedef struct hak_option_desc_s {
+  const char *name;            /* HAKMEM_<name> */
+  hak_option_kind_t kind;
+  long defaults[3];            /* per profile: fast, balanced, lean */
+  long min, max;
+  const char *choices;         /* HAK_OPT_CHOICE: "a|b|c", value = index */
+  const char *doc;
+} hak_option_desc_t;
+extern long hak_option_values[hak_option_count];
+const hak_option_desc_t *hak_option_desc(hak_option_t option);
+bool hak_option_is_default(hak_option_t option);
+void hak_option_format(hak_out_t *o, hak_option_t option, long value);
+void hak_options_init(void);
+HAK_INLINE long hak_opt(hak_option_t option) { return hak_option_values[option]; }
+
+/* ---- banner.c */
+void hak_banner_print(void);
+
+/* ---- stats.c */
+void hak_stats_at_exit(void);
+void hak_stats_large(int blocks, size_t requested, int64_t mapped);
+void hak_stats_bigcache(bool hit);
+void hak_stats_slab_bytes(unsigned cls, int64_t bytes);
+
 /* ---- size_class.c */
 extern uint8_t  hak_class_of_small[HAK_TINY_MAX / 16 + 1];
 extern uint32_t hak_class_size[HAK_CLASSES];
 extern uint8_t  hak_class_units[HAK_CLASSES];
-extern uint16_t hak_class_cap[HAK_CLASSES];
+uint32_t hak_class_cache_cap(unsigned cls);
 void     hak_size_class_init(void);
 uint64_t hak_recip(uint32_t divisor);
 int      hak_class_for_aligned(size_t size, size_t align);   /* -1: not a slab size */
@@ -32,6 +75,7 @@ void hak_registry_set(uintptr_t chunk_addr, uint8_t kind);
 /* ---- heap.c: thread heaps, their lifecycle and their warm pools */
 extern hak_heap_t hak_heap_empty;
 hak_heap_t *hak_heap_thread_init(void);
+hak_heap_t *hak_heap_list(void);
 void hak_thread_done(void *heap);
 int  hak_heap_release_all(hak_heap_t *h);
 hak_heap_t *hak_heap_get(void);
@@ -43,7 +87,7 @@ void hak_heap_collect_all(hak_heap_t *h);
 
 /* ---- cache.c: unified cache refill and flush (the tiny/mid slow paths) */
 void *hak_malloc_slow(size_t size);
-void *hak_malloc_class(hak_heap_t *h, unsigned cls);
+void *hak_malloc_class(hak_heap_t *h, unsigned cls, size_t size);
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 
@@ -51,7 +95,7 @@ void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);
 void hak_slab_put_local(hak_heap_t *h, void *p);
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s);
-void hak_slab_collect_remote(hak_slab_t *s);
+void hak_slab_collect_remote(hak_heap_t *h, hak_slab_t *s);
 void hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss);
 
 /* ---- shared_pool.c: empty SuperSlabs passed between threads */
@@ -118,14 +162,22 @@ HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
 
 /* ------------------------------------------------------------- fast paths */
 
+/* Keep a computed pointer in its register: without this GCC recomputes the
+ * address for each field it touches. */
+#define HAK_PIN(p) __asm__("" : "+r"(p))
+
 /* malloc: thread-local heap, class from a table, pop the class's unified
- * cache. Compiles to about 15 instructions and one predicted branch pair. */
+ * cache: 19 instructions on x86-64 with the statistics counter (18 without). */
 HAK_INLINE void *hak_malloc_fast(size_t size) {
   hak_heap_t *h = hak_tls_heap;
   if (HAK_LIKELY(size <= HAK_TINY_MAX)) {
-    hak_ucache_t *c = &h->cache[hak_class_of_small[(size + 15) >> 4]];
+    unsigned cls = hak_class_of_small[(size + 15) >> 4];
+    hak_ucache_t *c = &h->cache[cls];
+    HAK_PIN(c);
     uint32_t n = c->count;
     if (HAK_LIKELY(n != 0)) {
+      HAK_COUNT(c->allocs, 1);
+      if (HAK_STAT >= 2) h->counters[cls].requested += size;
       void *p = c->items[n - 1];
       c->count = n - 1;
       ((uintptr_t *)p)[1] = 0;
@@ -156,6 +208,7 @@ HAK_INLINE void hak_free_fast(void *p) {
     return;
   }
   hak_ucache_t *c = &h->cache[s->cls];
+  HAK_PIN(c);
   uint32_t n = c->count;
   if (HAK_UNLIKELY(n == c->cap)) {
     hak_free_flush(h, s->cls, p);
@@ -163,6 +216,7 @@ HAK_INLINE void hak_free_fast(void *p) {
   }
   c->items[n] = p;
   c->count = n + 1;
+  HAK_COUNT(c->frees, 1);
 }
 
 #endif

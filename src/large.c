@@ -44,6 +44,7 @@ static void *large_alloc_huge_aligned(size_t size, size_t align) {
   hdr->map_size = page + body;
   large_set_user(hdr, user);
   hak_registry_set((uintptr_t)user, HAK_REG_LARGE_ALIGNED);
+  if (HAK_STAT) hak_stats_large(1, size, (int64_t)hdr->map_size);
   return user;
 }
 
@@ -62,9 +63,11 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   size_t off = align > LARGE_HEADER ? align : LARGE_HEADER;
   size_t need = off + size;
   hak_large_t *hdr = hak_bigcache_take(need);
+  if (HAK_STAT) hak_stats_bigcache(hdr != NULL);
   if (hdr) {
     large_set_user(hdr, (char *)hdr + off);
     if (zero) memset(hdr->user, 0, size);
+    if (HAK_STAT) hak_stats_large(1, size, (int64_t)hdr->map_size);
     return hdr->user;
   }
   size_t map_size = large_round(need);
@@ -77,6 +80,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   hdr->map_size = map_size;
   large_set_user(hdr, (char *)hdr + off);
   hak_registry_set((uintptr_t)hdr, HAK_REG_LARGE);
+  if (HAK_STAT) hak_stats_large(1, size, (int64_t)map_size);
   return hdr->user;
 }
 
@@ -103,6 +107,7 @@ static void large_unmap(hak_large_t *hdr, uint8_t kind) {
 
 void hak_large_free(void *p, uint8_t kind, const char *fn) {
   hak_large_t *hdr = large_header(p, kind, fn);
+  if (HAK_STAT) hak_stats_large(-1, 0, -(int64_t)hdr->map_size);
   if (kind == HAK_REG_LARGE && hak_bigcache_put(hdr)) return;
   large_unmap(hdr, kind);
 }
@@ -123,18 +128,23 @@ void *hak_large_realloc(void *p, size_t size) {
   if (need <= hdr->map_size) {
     size_t keep = large_round(need);
     if (need <= hdr->map_size / 2 && keep < hdr->map_size) {
+      if (HAK_STAT) hak_stats_large(0, 0, (int64_t)keep - (int64_t)hdr->map_size);
       hak_os_unmap((char *)hdr + keep, hdr->map_size - keep);
       hdr->map_size = keep;
     }
     return p;
   }
   size_t map_size = large_round(need);
+  if (HAK_STAT) hak_stats_large(0, 0, (int64_t)map_size - (int64_t)hdr->map_size);
   if (hak_os_remap_inplace(hdr, hdr->map_size, map_size) == 0) {
     hdr->map_size = map_size;
     return p;
   }
   hak_large_t *moved = hak_os_remap_aligned(hdr, hdr->map_size, map_size, HAK_SS_SIZE);
-  if (!moved) return NULL;
+  if (!moved) {
+    if (HAK_STAT) hak_stats_large(0, 0, (int64_t)hdr->map_size - (int64_t)map_size);
+    return NULL;
+  }
   hak_registry_set((uintptr_t)moved, HAK_REG_LARGE);
   hak_registry_set((uintptr_t)hdr, HAK_REG_FOREIGN);
   moved->map_base = (uintptr_t)moved;

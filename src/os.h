@@ -29,8 +29,22 @@ void    *hak_os_remap_aligned(void *p, size_t old_size, size_t new_size, size_t 
 uint64_t hak_os_now_ms(void);
 uint64_t hak_os_random(void);
 
-/* Write to stderr without allocating. */
-void     hak_os_write_err(const char *s, size_t n);
+/* Write all of s to fd (2: stderr) without allocating. */
+void     hak_os_write_fd(int fd, const char *s, size_t n);
+/* Open a file for writing (created, truncated); -1 on failure. */
+int      hak_os_open_write(const char *path);
+void     hak_os_close(int fd);
+/* Read up to n - 1 bytes of a small file (/proc, /sys) into buf, NUL-ended;
+ * returns the length, or -1. */
+long     hak_os_read_file(const char *path, char *buf, size_t n);
+/* The process's environment, for the one scan in options.c. */
+char   **hak_os_environ(void);
+
+/* Counts of the calls above that change the address space. */
+typedef struct hak_os_counters_s {
+  uint64_t maps, map_bytes, unmaps, unmap_bytes, decommits, decommit_bytes, remaps;
+} hak_os_counters_t;
+void     hak_os_counters(hak_os_counters_t *out);
 _Noreturn void hak_os_abort(void);
 
 #endif

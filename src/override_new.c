@@ -21,8 +21,9 @@ static _Noreturn HAK_COLD void throw_bad_alloc(void) {
     *e = &_ZTVSt9bad_alloc[2];
     __cxa_throw(e, _ZTISt9bad_alloc, _ZNSt9bad_allocD1Ev);
   }
-  static const char msg[] = "hakmem: out of memory in operator new\n";
-  hak_os_write_err(msg, sizeof msg - 1);
+  hak_out_t o;
+  hak_out_init(&o, NULL, NULL);
+  hak_out_str(&o, "hakmem: out of memory in operator new\n");
   hak_os_abort();
 }
 

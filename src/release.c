@@ -1,9 +1,10 @@
 /* The release policy: when memory goes back to the OS.
  *
  * - A slab that becomes empty returns its units to its SuperSlab; the units'
- *   pages are decommitted HAK_PURGE_DELAY_MS later, unless reused before.
- * - A heap keeps at most one wholly empty SuperSlab for quick reuse; any
- *   other empty SuperSlab goes to the shared pool at once, decommitted.
+ *   pages are decommitted PURGE_DELAY_MS later, unless reused before.
+ * - A heap keeps KEEP_EMPTY_SUPERSLABS wholly empty SuperSlabs for quick
+ *   reuse; any other empty SuperSlab goes to the shared pool at once,
+ *   decommitted.
  * - hak_release_purge(h, true) (thread exit, malloc_trim) does all of it now.
  * Deadlines are checked on the slow paths, never on the fast paths. */
 #include "internal.h"
@@ -11,12 +12,12 @@
 #define REMOTE_COLLECT_EVERY 64   /* slow-path visits between sweeps of all hints */
 
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
-  if (ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > 1) {
+  if (ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > (uint32_t)hak_opt(hak_option_keep_empty_superslabs)) {
     hak_superslab_give_up(h, ss);
     return;
   }
   if (ss->purge_at) return;
-  ss->purge_at = hak_os_now_ms() + HAK_PURGE_DELAY_MS;
+  ss->purge_at = hak_os_now_ms() + (uint64_t)hak_opt(hak_option_purge_delay_ms);
   if (!h->purge_at || ss->purge_at < h->purge_at) h->purge_at = ss->purge_at;
 }
 

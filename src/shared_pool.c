@@ -1,6 +1,7 @@
 /* The shared pool: empty SuperSlabs, decommitted, waiting for any thread
  * that needs one. A fixed array of slots taken and filled with single atomic
- * exchanges: no lock, no ABA. A SuperSlab that finds no free slot is unmapped. */
+ * exchanges: no lock, no ABA. A SuperSlab that finds no free slot among the
+ * first SHARED_POOL_SLOTS is unmapped. */
 #include "internal.h"
 
 static _Atomic(hak_superslab_t *) slots[HAK_SHARED_POOL_SLOTS];
@@ -27,7 +28,8 @@ hak_superslab_t *hak_shared_pool_pop(void) {
 void hak_shared_pool_push(hak_superslab_t *ss) {
   ss->owner = NULL;
   hak_os_decommit((char *)ss + HAK_SS_HEADER, HAK_SS_SIZE - HAK_SS_HEADER);
-  for (unsigned i = 0; i < HAK_SHARED_POOL_SLOTS; i++) {
+  unsigned n = (unsigned)hak_opt(hak_option_shared_pool_slots);
+  for (unsigned i = 0; i < n; i++) {
     hak_superslab_t *expected = NULL;
     if (atomic_compare_exchange_strong(&slots[i], &expected, ss)) {
       atomic_fetch_add(&pooled, 1);

@@ -7,7 +7,6 @@
 uint8_t  hak_class_of_small[HAK_TINY_MAX / 16 + 1];
 uint32_t hak_class_size[HAK_CLASSES];
 uint8_t  hak_class_units[HAK_CLASSES];
-uint16_t hak_class_cap[HAK_CLASSES];
 
 static uint32_t class_size_formula(unsigned c) {
   if (c < 8) return 16u * (c + 1u);
@@ -30,16 +29,19 @@ void hak_size_class_init(void) {
       if (units > HAK_SLAB_MAX_UNITS) units = HAK_SLAB_MAX_UNITS;
     }
     hak_class_units[c] = (uint8_t)units;
-    uint32_t cap = HAK_CACHE_BYTES / size;
-    if (cap < HAK_CACHE_MIN) cap = HAK_CACHE_MIN;
-    if (cap > HAK_CACHE_MAX) cap = HAK_CACHE_MAX;
-    hak_class_cap[c] = (uint16_t)cap;
   }
   unsigned c = 0;
   for (unsigned i = 0; i <= HAK_TINY_MAX / 16; i++) {
     while (hak_class_size[c] < i * 16u) c++;
     hak_class_of_small[i] = (uint8_t)c;
   }
+}
+
+/* Unified cache capacity of a class for a heap created now. */
+uint32_t hak_class_cache_cap(unsigned cls) {
+  long cap = hak_opt(hak_option_cache_bytes) / (long)hak_class_size[cls];
+  if (cap > hak_opt(hak_option_cache_max)) cap = hak_opt(hak_option_cache_max);
+  return cap < HAK_CACHE_MIN ? HAK_CACHE_MIN : (uint32_t)cap;
 }
 
 /* The smallest class that fits size and whose blocks are all aligned to align:

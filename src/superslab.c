@@ -97,6 +97,8 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   s->carved = 0;
   s->area = s->capacity * bs;
   hak_slab_list_push(&h->warm[cls], s);
+  HAK_COUNT(h->counters[cls].slabs, 1);
+  if (HAK_STAT) hak_stats_slab_bytes(cls, (int64_t)bytes);
   return s;
 }
 
@@ -106,6 +108,8 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   hak_superslab_t *ss = hak_ss_of(s);
   unsigned u = (unsigned)(s - ss->slabs);
   unsigned units = s->units;
+  HAK_COUNT(h->counters[s->cls].slabs, -1);
+  if (HAK_STAT) hak_stats_slab_bytes(s->cls, -(int64_t)(((u + units) << HAK_UNIT_SHIFT) - s->start_off));
   for (unsigned i = 0; i < units; i++) {
     hak_slab_t *d = &s[i];
     d->block_size = 0;
@@ -126,8 +130,8 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   hak_release_schedule(h, ss);
 }
 
-/* Take in the whole remote-free list of s. */
-void hak_slab_collect_remote(hak_slab_t *s) {
+/* Take in the whole remote-free list of s (owned by h). */
+void hak_slab_collect_remote(hak_heap_t *h, hak_slab_t *s) {
   void *list = atomic_exchange(&s->remote, NULL);
   if (!list) return;
   uint32_t n = 1;
@@ -139,6 +143,8 @@ void hak_slab_collect_remote(hak_slab_t *s) {
   *(void **)last = s->free;
   s->free = list;
   s->used -= n;
+  HAK_COUNT(h->counters[s->cls].used_blocks, -(uint64_t)n);
+  HAK_COUNT(h->counters[s->cls].remote_received, n);
 }
 
 /* Give a block freed by its owner back to its slab. */
@@ -147,6 +153,7 @@ void hak_slab_put_local(hak_heap_t *h, void *p) {
   hak_slab_t *s = hak_slab_of(ss, (uintptr_t)p);
   *(void **)p = s->free;
   s->free = p;
+  HAK_COUNT(h->counters[s->cls].used_blocks, -1);
   if (--s->used == 0) {
     hak_slab_release(h, s);
   } else if (s->in_full) {

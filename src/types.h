@@ -51,18 +51,21 @@
 #define HAK_CLASSES       (HAK_TINY_CLASSES + 7 * 8)   /* 1 KiB .. 128 KiB: 7 doublings */
 #define HAK_RECIP_SHIFT   40
 
-/* ---- unified cache: capacity = clamp(HAK_CACHE_BYTES / size, MIN, MAX) */
-#define HAK_CACHE_BYTES   (64 * 1024)
+/* ---- unified cache: capacity = clamp(cache_bytes / size, MIN, cache_max) */
 #define HAK_CACHE_MIN     2
-#define HAK_CACHE_MAX     128
 
-/* ---- release policy */
-#define HAK_PURGE_DELAY_MS     100   /* free units are decommitted after this */
-#define HAK_SHARED_POOL_SLOTS  64    /* empty SuperSlabs kept (decommitted) */
-#define HAK_BIGCACHE_SLOTS     16
-#define HAK_BIGCACHE_MAX_BLOCK ((size_t)64 << 20)
-#define HAK_BIGCACHE_BUDGET    ((size_t)128 << 20)
-#define HAK_BIGCACHE_DELAY_MS  1000
+/* ---- upper bounds of the release-policy options (options.c) */
+#define HAK_SHARED_POOL_SLOTS  64
+#define HAK_BIGCACHE_SLOTS     64
+
+/* ---- statistics level: 0 none, 1 counters (default), 2 also bytes requested */
+#ifndef HAK_STAT
+#define HAK_STAT 1
+#endif
+#define HAK_COUNT(lvalue, n) \
+  do {                       \
+    if (HAK_STAT) (lvalue) += (n); \
+  } while (0)
 
 /* ---- registry */
 #define HAK_ADDR_BITS     47
@@ -104,17 +107,29 @@ typedef struct hak_superslab_s {
 _Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
 _Static_assert(sizeof(hak_superslab_t) <= HAK_SS_HEADER, "header fits its page");
 
-/* Unified cache of one class: a stack of free blocks. */
+/* Unified cache of one class: a stack of free blocks, and the two counters
+ * the fast paths keep (on the same cache line as the stack's count). */
 typedef struct hak_ucache_s {
   void   **items;
   uint32_t count;
   uint32_t cap;
+  uint64_t allocs;
+  uint64_t frees;
 } hak_ucache_t;
+
+/* Per-heap, per-class counters kept on the slow paths (owner only). One
+ * list for the struct and for the merge in stats.c. used_blocks and slabs
+ * are gauges; the rest count events. */
+#define HAK_HEAP_CLASS_COUNTERS(X) \
+  X(remote_received) X(refills) X(refill_blocks) X(flushes) X(flush_blocks) X(used_blocks) X(slabs) X(requested)
+#define HAK_COUNTER_FIELD_(name) uint64_t name;
+typedef struct hak_class_counters_s { HAK_HEAP_CLASS_COUNTERS(HAK_COUNTER_FIELD_) } hak_class_counters_t;
 
 enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };
 
 typedef struct hak_heap_s {
   hak_ucache_t cache[HAK_CLASSES];     /* the fast paths touch only this */
+  hak_class_counters_t counters[HAK_CLASSES];
   hak_slab_t  *warm[HAK_CLASSES];      /* warm pool: slabs with free blocks */
   hak_slab_t  *full[HAK_CLASSES];      /* slabs with nothing left to hand out */
   hak_superslab_t *superslabs;         /* owned; ones with free units first */

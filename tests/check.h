@@ -5,12 +5,18 @@
  * returns the process exit status.
  *
  * The T_* names call the standard malloc family, or the hak_* API when built
- * with -DTEST_VIA_HAK (the ASan/TSan builds, where the override is off). */
+ * with -DTEST_VIA_HAK (the ASan/TSan builds, where the override is off).
+ *
+ * Also here: stress_scaled() for the default sizes of the stress tests, the
+ * random number generators (splitmix64, xorshift64) and the word pattern
+ * (pattern_fill, pattern_ok) the tests fill and check blocks with. */
 #ifndef HAK_TEST_CHECK_H
 #define HAK_TEST_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <malloc.h>
 #include "hakmem.h"
 
@@ -32,6 +38,92 @@ static inline int test_done(const char *name) {
   printf("RESULT %s %d %d\n", name, check_passed, check_failed);
   fflush(stdout);
   return check_failed ? 1 : 0;
+}
+
+/* n scaled by the STRESS_SCALE environment variable, in percent (default
+ * 100; 0 or less counts as 1); tests/run.sh sets 10 for the ASan/TSan runs. */
+static inline long stress_scaled(long n) {
+  const char *scale = getenv("STRESS_SCALE");
+  long pct = scale ? atol(scale) : 100;
+  return n * (pct > 0 ? pct : 1) / 100;
+}
+
+/* A seed from a small number (a thread or wave index). */
+static inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15u;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9u;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBu;
+  return x ^ (x >> 31);
+}
+
+/* The next number of a xorshift64 sequence; *s must not be 0. */
+static inline uint64_t xorshift64(uint64_t *s) {
+  uint64_t x = *s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *s = x;
+}
+
+/* Word k of a block's pattern (bytes 8k..8k+7, cut at the block's end),
+ * derived from the block's header word head. */
+static inline uint64_t pattern_word(uint64_t head, size_t k) {
+  return head ^ (k * 0x9E3779B97F4A7C15u);
+}
+
+/* Writes words k0.. of the pattern (k0 = 1 leaves the header word alone). */
+static inline void pattern_fill(unsigned char *p, size_t size, uint64_t head,
+                                size_t k0) {
+  for (size_t k = k0; 8 * k < size; k++) {
+    uint64_t w = pattern_word(head, k);
+    size_t n = size - 8 * k < 8 ? size - 8 * k : 8;
+    memcpy(p + 8 * k, &w, n);
+  }
+}
+
+/* 1 if words k0.. of the pattern are intact. */
+static inline int pattern_ok(const unsigned char *p, size_t size,
+                             uint64_t head, size_t k0) {
+  for (size_t k = k0; 8 * k < size; k++) {
+    uint64_t w = pattern_word(head, k);
+    size_t n = size - 8 * k < 8 ? size - 8 * k : 8;
+    if (memcmp(p + 8 * k, &w, n) != 0) return 0;
+  }
+  return 1;
+}
+
+/* Re-execute this test program as "<prog> --child" with exactly the given
+ * environment (NULL-ended), capturing its stdout and stderr (NUL-ended).
+ * Returns the wait status. For options, which a process reads only once. */
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void check_slurp(int fd, char *buf, size_t n) {
+  size_t len = 0;
+  ssize_t r;
+  while (len + 1 < n && (r = read(fd, buf + len, n - 1 - len)) > 0) len += (size_t)r;
+  buf[len] = 0;
+  close(fd);
+}
+
+static inline int run_self(const char *const *env, char *out, size_t out_size, char *err, size_t err_size) {
+  int po[2], pe[2];
+  if (pipe(po) || pipe(pe)) abort();
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(po[1], 1);
+    dup2(pe[1], 2);
+    char *argv[] = {"child", "--child", NULL};
+    execve("/proc/self/exe", argv, (char *const *)env);
+    _exit(127);
+  }
+  close(po[1]);
+  close(pe[1]);
+  check_slurp(pe[0], err, err_size);   /* children here write little to stdout */
+  check_slurp(po[0], out, out_size);
+  int status;
+  waitpid(pid, &status, 0);
+  return status;
 }
 
 #ifdef TEST_VIA_HAK

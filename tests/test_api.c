@@ -567,14 +567,6 @@ static void test_reuse(void) {
   T_free(q);
 }
 
-static uint64_t xorshift64(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
 static void test_random_churn(void) {
   enum { SLOTS = 1024, ITERS = 1000000 };
   static unsigned char *slot[SLOTS];

@@ -45,21 +45,6 @@ struct thread_arg {
   int wave, index;
 };
 
-static uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15u;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9u;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBu;
-  return x ^ (x >> 31);
-}
-
-static uint64_t xorshift64(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
 static unsigned char pat(size_t i, uint64_t seed) {
   return (unsigned char)(seed >> (i % 8 * 8)) ^ (unsigned char)(i * 13);
 }
@@ -129,14 +114,7 @@ static long rss_bytes(void) {
 }
 
 int main(int argc, char **argv) {
-  long total;
-  if (argc > 1) {
-    total = atol(argv[1]);
-  } else {
-    const char *scale = getenv("STRESS_SCALE");
-    long pct = scale ? atol(scale) : 100;
-    total = DEFAULT_THREADS * (pct > 0 ? pct : 1) / 100;
-  }
+  long total = argc > 1 ? atol(argv[1]) : stress_scaled(DEFAULT_THREADS);
   int waves = (int)(total / WAVE);
   if (waves < 2) waves = 2;
   printf("churn: %d waves of %d threads\n", waves, WAVE);

@@ -32,25 +32,6 @@ static unsigned char *main_blocks[MAIN_BLOCKS];
 static atomic_int stop;
 static atomic_long corruptions, alloc_failures;
 
-static uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15u;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9u;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBu;
-  return x ^ (x >> 31);
-}
-
-static uint64_t xorshift64(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
-static uint64_t pattern_word(uint64_t head, size_t k) {
-  return head ^ (k * 0x9E3779B97F4A7C15u);
-}
-
 /* A block starts with a header word (cookie << 20 | size) followed by a
  * pattern derived from it. */
 static unsigned char *block_new(uint64_t *rng) {
@@ -69,10 +50,7 @@ static unsigned char *block_new(uint64_t *rng) {
   }
   uint64_t head = xorshift64(rng) << 20 | size;
   memcpy(p, &head, 8);
-  for (size_t k = 1; 8 * k < size; k++) {
-    uint64_t w = pattern_word(head, k);
-    memcpy(p + 8 * k, &w, size - 8 * k < 8 ? size - 8 * k : 8);
-  }
+  pattern_fill(p, size, head, 1);
   return p;
 }
 
@@ -80,12 +58,7 @@ static int block_ok(unsigned char *p) {
   uint64_t head;
   memcpy(&head, p, 8);
   size_t size = head & MAX_SIZE;
-  if (size < 8 || T_usable_size(p) < size) return 0;
-  for (size_t k = 1; 8 * k < size; k++) {
-    uint64_t w = pattern_word(head, k);
-    if (memcmp(p + 8 * k, &w, size - 8 * k < 8 ? size - 8 * k : 8)) return 0;
-  }
-  return 1;
+  return size >= 8 && T_usable_size(p) >= size && pattern_ok(p, size, head, 1);
 }
 
 /* Verifies and frees; returns 1 if the block was corrupt. */

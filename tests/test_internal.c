@@ -140,7 +140,7 @@ static void test_release(void) {
   }
   long peak = rss_kib();
   for (int i = 0; i < N; i++) free(blocks[i]);
-  usleep((HAK_PURGE_DELAY_MS + 50) * 1000);
+  usleep((useconds_t)(hak_option_get(hak_option_purge_delay_ms) + 50) * 1000);
   for (int i = 0; i < 1000; i++) { /* slow paths run the release tick */
     void *p = malloc(5000);
     escape(p);

@@ -30,21 +30,6 @@ static _Atomic(unsigned char *) slots[SLOTS];
 static atomic_long corruptions, alloc_failures;
 static long iterations;
 
-static uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15u;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9u;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBu;
-  return x ^ (x >> 31);
-}
-
-static uint64_t xorshift64(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
 /* Mostly tiny, some mid-sized, rarely large. */
 static size_t pick_size(uint64_t *rng, size_t min) {
   uint64_t r = xorshift64(rng);
@@ -57,30 +42,6 @@ static size_t pick_size(uint64_t *rng, size_t min) {
   else
     s = 64 * 1024 + (r >> 8) % (MAX_SIZE - 64 * 1024 + 1);
   return s < min ? min : s;
-}
-
-/* Word k of a block (bytes 8k..8k+7, cut at the block's end). */
-static uint64_t pattern_word(uint64_t head, size_t k) {
-  return head ^ (k * 0x9E3779B97F4A7C15u);
-}
-
-static void pattern_fill(unsigned char *p, size_t size, uint64_t head,
-                         size_t k0) {
-  for (size_t k = k0; 8 * k < size; k++) {
-    uint64_t w = pattern_word(head, k);
-    size_t n = size - 8 * k < 8 ? size - 8 * k : 8;
-    memcpy(p + 8 * k, &w, n);
-  }
-}
-
-static int pattern_ok(const unsigned char *p, size_t size, uint64_t head,
-                      size_t k0) {
-  for (size_t k = k0; 8 * k < size; k++) {
-    uint64_t w = pattern_word(head, k);
-    size_t n = size - 8 * k < 8 ? size - 8 * k : 8;
-    if (memcmp(p + 8 * k, &w, n) != 0) return 0;
-  }
-  return 1;
 }
 
 static int all_zero(const unsigned char *p, size_t n) {
@@ -194,13 +155,7 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 4;
-  if (argc > 2) {
-    iterations = atol(argv[2]);
-  } else {
-    const char *scale = getenv("STRESS_SCALE");
-    long pct = scale ? atol(scale) : 100;
-    iterations = DEFAULT_ITERS * (pct > 0 ? pct : 1) / 100;
-  }
+  iterations = argc > 2 ? atol(argv[2]) : stress_scaled(DEFAULT_ITERS);
   if (threads < 1) threads = 1;
   if (iterations < 1) iterations = 1;
   printf("stress: %d threads, %d rounds of %ld iterations\n", threads, ROUNDS,

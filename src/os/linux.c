@@ -1,6 +1,8 @@
 /* The OS layer for Linux. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -11,6 +13,23 @@
 #include "os.h"
 
 static size_t page_size = 4096;
+
+static _Atomic uint64_t n_maps, n_map_bytes, n_unmaps, n_unmap_bytes, n_decommits, n_decommit_bytes, n_remaps;
+
+static void count(_Atomic uint64_t *calls, _Atomic uint64_t *bytes, size_t size) {
+  atomic_fetch_add_explicit(calls, 1, memory_order_relaxed);
+  if (bytes) atomic_fetch_add_explicit(bytes, size, memory_order_relaxed);
+}
+
+void hak_os_counters(hak_os_counters_t *out) {
+  out->maps = atomic_load(&n_maps);
+  out->map_bytes = atomic_load(&n_map_bytes);
+  out->unmaps = atomic_load(&n_unmaps);
+  out->unmap_bytes = atomic_load(&n_unmap_bytes);
+  out->decommits = atomic_load(&n_decommits);
+  out->decommit_bytes = atomic_load(&n_decommit_bytes);
+  out->remaps = atomic_load(&n_remaps);
+}
 
 void hak_os_init(void) {
   unsigned long ps = getauxval(AT_PAGESZ);
@@ -23,7 +42,9 @@ static void *map_raw(void *hint, size_t size, int prot, int extra) {
   int e = errno;
   void *p = mmap(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
   errno = e;
-  return p == MAP_FAILED ? NULL : p;
+  if (p == MAP_FAILED) return NULL;
+  count(&n_maps, &n_map_bytes, size);
+  return p;
 }
 
 void *hak_os_map(size_t size) { return map_raw(NULL, size, PROT_READ | PROT_WRITE, 0); }
@@ -34,6 +55,7 @@ void *hak_os_map_noreserve(size_t size) {
 
 void hak_os_unmap(void *p, size_t size) {
   int e = errno;
+  count(&n_unmaps, &n_unmap_bytes, size);
   munmap(p, size);
   errno = e;
 }
@@ -53,12 +75,14 @@ void *hak_os_map_aligned(size_t size, size_t align) {
 
 void hak_os_decommit(void *p, size_t size) {
   int e = errno;
+  count(&n_decommits, &n_decommit_bytes, size);
   madvise(p, size, MADV_DONTNEED);
   errno = e;
 }
 
 int hak_os_remap_inplace(void *p, size_t old_size, size_t new_size) {
   int e = errno;
+  count(&n_remaps, NULL, 0);
   void *q = mremap(p, old_size, new_size, 0);
   errno = e;
   return q == MAP_FAILED ? -1 : 0;
@@ -76,6 +100,7 @@ void *hak_os_remap_aligned(void *p, size_t old_size, size_t new_size, size_t ali
   size_t head = a - (uintptr_t)r;
   if (head) munmap(r, head);
   if (align - head) munmap((char *)a + new_size, align - head);
+  count(&n_remaps, NULL, 0);
   void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)a);
   if (q == MAP_FAILED) {
     munmap((void *)a, new_size);
@@ -103,15 +128,46 @@ uint64_t hak_os_random(void) {
   return r;
 }
 
-void hak_os_write_err(const char *s, size_t n) {
+void hak_os_write_fd(int fd, const char *s, size_t n) {
   int e = errno;
   while (n) {
-    ssize_t w = write(2, s, n);
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
     if (w <= 0) break;
     s += w;
     n -= (size_t)w;
   }
   errno = e;
 }
+
+int hak_os_open_write(const char *path) {
+  int e = errno;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  errno = e;
+  return fd;
+}
+
+void hak_os_close(int fd) {
+  int e = errno;
+  close(fd);
+  errno = e;
+}
+
+long hak_os_read_file(const char *path, char *buf, size_t n) {
+  int e = errno;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  long len = -1;
+  if (fd >= 0) {
+    len = 0;
+    ssize_t r;
+    while ((size_t)len + 1 < n && (r = read(fd, buf + len, n - 1 - (size_t)len)) > 0) len += r;
+    buf[len] = 0;
+    close(fd);
+  }
+  errno = e;
+  return len;
+}
+
+char **hak_os_environ(void) { return environ; }
 
 _Noreturn void hak_os_abort(void) { abort(); }

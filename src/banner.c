@@ -1,0 +1,63 @@
+/* The route banner (HAKMEM_ROUTE_BANNER=1): one compact block on stderr at
+ * start-up saying which allocator is in the process and how it is set up. */
+#include "internal.h"
+
+static void thp_mode(hak_out_t *o) {
+  char buf[128];
+  if (hak_os_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) <= 0) {
+    hak_out_str(o, "unknown");
+    return;
+  }
+  const char *open = strchr(buf, '['), *close = open ? strchr(open, ']') : NULL;
+  if (!close) {
+    hak_out_str(o, "unknown");
+    return;
+  }
+  for (const char *c = open + 1; c < close; c++) {
+    char one[2] = {*c, 0};
+    hak_out_str(o, one);
+  }
+}
+
+void hak_banner_print(void) {
+  hak_out_t o;
+  hak_out_init(&o, NULL, NULL);
+  hak_out_str(&o, "hakmem ");
+  hak_out_version(&o);
+  hak_out_str(&o, ": profile ");
+  hak_option_format(&o, hak_option_profile, hak_opt(hak_option_profile));
+  hak_out_str(&o, ", options changed:");
+  bool any = false;
+  for (unsigned i = 0; i < hak_option_count; i++) {
+    if (i == hak_option_profile || hak_option_is_default((hak_option_t)i)) continue;
+    hak_out_str(&o, " ");
+    hak_out_str(&o, hak_option_desc((hak_option_t)i)->name);
+    hak_out_str(&o, "=");
+    hak_option_format(&o, (hak_option_t)i, hak_opt((hak_option_t)i));
+    any = true;
+  }
+  hak_out_str(&o, any ? "\n" : " none\n");
+  hak_out_str(&o, "hakmem tiers: tiny <= ");
+  hak_out_u64(&o, HAK_TINY_MAX);
+  hak_out_str(&o, " B (");
+  hak_out_u64(&o, HAK_TINY_CLASSES);
+  hak_out_str(&o, " classes), mid <= ");
+  hak_out_u64(&o, HAK_MID_MAX);
+  hak_out_str(&o, " B (");
+  hak_out_u64(&o, HAK_CLASSES - HAK_TINY_CLASSES);
+  hak_out_str(&o, " classes), large above (BigCache ");
+  hak_out_size(&o, (uint64_t)hak_opt(hak_option_bigcache_budget));
+  hak_out_str(&o, "); SuperSlab ");
+  hak_out_size(&o, HAK_SS_SIZE);
+  hak_out_str(&o, " = ");
+  hak_out_u64(&o, HAK_UNITS);
+  hak_out_str(&o, " x ");
+  hak_out_size(&o, HAK_UNIT_SIZE);
+  hak_out_str(&o, " units\nhakmem os: page ");
+  hak_out_u64(&o, hak_os_page_size());
+  hak_out_str(&o, " B, transparent huge pages ");
+  thp_mode(&o);
+  hak_out_str(&o, " (hakmem does not request them), stats level ");
+  hak_out_u64(&o, HAK_STAT);
+  hak_out_str(&o, "\n");
+}

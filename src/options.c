@@ -1,0 +1,267 @@
+/* The options table: every tunable of hakmem, in one place.
+ *
+ * Each option is read once, at initialisation, from HAKMEM_<NAME> by a scan
+ * of the environment that does not allocate; nothing else in the library
+ * reads the environment. HAKMEM_PROFILE chooses the column of defaults; any
+ * option given explicitly overrides it. docs/options.md documents the table
+ * (a test checks they agree). */
+#include <errno.h>
+#include <limits.h>
+
+#include "internal.h"
+
+#define K 1024L
+#define M (1024L * 1024L)
+#define G (1024L * 1024L * 1024L)
+#define MINUTE_MS 60000L
+
+/*            name, kind, {fast, balanced, lean}, min, max, choices, doc */
+static const hak_option_desc_t table[hak_option_count] = {
+  [hak_option_profile] = {"PROFILE", HAK_OPT_CHOICE, {1, 1, 1}, 0, 2, "fast|balanced|lean",
+                          "coherent defaults: fast favours speed, lean memory, balanced both"},
+  [hak_option_stats] = {"STATS", HAK_OPT_CHOICE, {0, 0, 0}, 0, 2, "0|1|json",
+                        "print statistics at exit: 1 as text, json as one JSON object"},
+  [hak_option_stats_file] = {"STATS_FILE", HAK_OPT_STRING, {0, 0, 0}, 0, 0, NULL,
+                             "file the statistics go to instead of stderr"},
+  [hak_option_route_banner] = {"ROUTE_BANNER", HAK_OPT_BOOL, {0, 0, 0}, 0, 1, NULL,
+                               "describe the configuration on stderr at start-up"},
+  [hak_option_cache_bytes] = {"CACHE_BYTES", HAK_OPT_SIZE, {256 * K, 64 * K, 16 * K}, 1 * K, 64 * M, NULL,
+                              "unified cache budget per size class and thread, in bytes"},
+  [hak_option_cache_max] = {"CACHE_MAX", HAK_OPT_INT, {512, 128, 32}, 2, 4096, NULL,
+                            "most blocks one size class's unified cache holds"},
+  [hak_option_purge_delay_ms] = {"PURGE_DELAY_MS", HAK_OPT_INT, {1000, 100, 0}, 0, 60 * MINUTE_MS, NULL,
+                                 "milliseconds before the pages of empty slabs go back to the OS"},
+  [hak_option_keep_empty_superslabs] = {"KEEP_EMPTY_SUPERSLABS", HAK_OPT_INT, {4, 1, 0}, 0, 1024, NULL,
+                                        "wholly empty SuperSlabs a thread keeps for reuse"},
+  [hak_option_shared_pool_slots] = {"SHARED_POOL_SLOTS", HAK_OPT_INT, {64, 64, 8}, 0, HAK_SHARED_POOL_SLOTS, NULL,
+                                    "empty SuperSlabs kept decommitted for any thread (more are unmapped)"},
+  [hak_option_bigcache_budget] = {"BIGCACHE_BUDGET", HAK_OPT_SIZE, {1 * G, 128 * M, 16 * M}, 0, 64 * G, NULL,
+                                  "bytes of freed large blocks the BigCache keeps mapped"},
+  [hak_option_bigcache_max_block] = {"BIGCACHE_MAX_BLOCK", HAK_OPT_SIZE, {256 * M, 64 * M, 4 * M}, 0, 4 * G, NULL,
+                                     "largest freed block the BigCache keeps"},
+  [hak_option_bigcache_delay_ms] = {"BIGCACHE_DELAY_MS", HAK_OPT_INT, {5000, 1000, 100}, 0, 60 * MINUTE_MS, NULL,
+                                    "milliseconds a freed large block stays in the BigCache"},
+};
+
+long hak_option_values[hak_option_count];
+static bool explicitly_set[hak_option_count];
+static const char *strings[hak_option_count];
+
+const hak_option_desc_t *hak_option_desc(hak_option_t option) { return &table[option]; }
+
+static long profile_default(hak_option_t option) {
+  return table[option].defaults[hak_option_values[hak_option_profile]];
+}
+
+/* True when the option has the value its profile gives it (the profile
+ * itself: when it is balanced). */
+bool hak_option_is_default(hak_option_t option) {
+  if (table[option].kind == HAK_OPT_STRING) return strings[option] == NULL;
+  if (option == hak_option_profile) return hak_option_values[option] == HAK_PROFILE_BALANCED;
+  return hak_option_values[option] == profile_default(option);
+}
+
+static void apply_profile(void) {
+  for (unsigned i = 0; i < hak_option_count; i++)
+    if (i != hak_option_profile && !explicitly_set[i] && table[i].kind != HAK_OPT_STRING)
+      hak_option_values[i] = profile_default((hak_option_t)i);
+}
+
+/* The n-th choice of "a|b|c" into o. */
+static void put_choice(hak_out_t *o, const char *choices, long n) {
+  for (const char *c = choices; *c; c++) {
+    if (*c == '|') n--;
+    else if (n == 0) {
+      char one[2] = {*c, 0};
+      hak_out_str(o, one);
+    }
+  }
+}
+
+void hak_option_format(hak_out_t *o, hak_option_t option, long value) {
+  const hak_option_desc_t *d = &table[option];
+  switch (d->kind) {
+    case HAK_OPT_SIZE: hak_out_size(o, (uint64_t)value); break;
+    case HAK_OPT_CHOICE: put_choice(o, d->choices, value); break;
+    case HAK_OPT_STRING: hak_out_str(o, strings[option] ? strings[option] : ""); break;
+    default: hak_out_i64(o, value); break;
+  }
+}
+
+/* ---- parsing */
+
+static bool same_word(const char *a, const char *b, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = (char)(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = (char)(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+static bool parse_choice(const char *choices, const char *v, long *out) {
+  long n = 0;
+  size_t len = strlen(v);
+  for (const char *start = choices;; n++) {
+    const char *end = start;
+    while (*end && *end != '|') end++;
+    if ((size_t)(end - start) == len && same_word(start, v, len)) {
+      *out = n;
+      return true;
+    }
+    if (!*end) return false;
+    start = end + 1;
+  }
+}
+
+static bool parse_number(const char *v, bool size_suffix, long *out) {
+  if (!*v) return false;
+  unsigned long long n = 0;
+  const char *c = v;
+  for (; *c >= '0' && *c <= '9'; c++) {
+    if (n > (unsigned long long)LONG_MAX / 10) return false;
+    n = n * 10 + (unsigned long long)(*c - '0');
+  }
+  if (c == v) return false;
+  if (size_suffix && *c) {
+    unsigned shift = 0;
+    switch (*c) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      default: return false;
+    }
+    c++;
+    if (*c == 'b' || *c == 'B') c++;
+    if (n > (unsigned long long)LONG_MAX >> shift) return false;
+    n <<= shift;
+  }
+  if (*c || n > (unsigned long long)LONG_MAX) return false;
+  *out = (long)n;
+  return true;
+}
+
+/* Parse value for option; on failure say why in one warning line. */
+static bool parse_value(hak_option_t option, const char *v, long *out) {
+  const hak_option_desc_t *d = &table[option];
+  const char *why = NULL;
+  bool ok;
+  switch (d->kind) {
+    case HAK_OPT_CHOICE: ok = parse_choice(d->choices, v, out); break;
+    case HAK_OPT_BOOL: ok = parse_choice("0|1", v, out) || parse_choice("false|true", v, out) ||
+                            parse_choice("off|on", v, out) || parse_choice("no|yes", v, out); break;
+    default: ok = parse_number(v, d->kind == HAK_OPT_SIZE, out); break;
+  }
+  if (!ok) why = d->kind == HAK_OPT_CHOICE ? "is not one of " : d->kind == HAK_OPT_BOOL ? "is not 0 or 1" : "is not a number";
+  else if (*out < d->min || *out > d->max) why = "is out of range ";
+  if (!why) return true;
+  hak_out_t o;
+  hak_out_init(&o, NULL, NULL);
+  hak_out_str(&o, "hakmem: warning: HAKMEM_");
+  hak_out_str(&o, d->name);
+  hak_out_str(&o, "=");
+  hak_out_str(&o, v);
+  hak_out_str(&o, " ");
+  hak_out_str(&o, why);
+  if (d->kind == HAK_OPT_CHOICE && !ok) {
+    hak_out_str(&o, d->choices);
+  } else if (ok) {
+    hak_option_format(&o, option, d->min);
+    hak_out_str(&o, "..");
+    hak_option_format(&o, option, d->max);
+  }
+  hak_out_str(&o, "; using ");
+  hak_option_format(&o, option, hak_option_values[option]);
+  hak_out_str(&o, "\n");
+  return false;
+}
+
+static void warn_unknown(const char *entry) {
+  hak_out_t o;
+  hak_out_init(&o, NULL, NULL);
+  hak_out_str(&o, "hakmem: warning: unknown option ");
+  for (const char *c = entry; *c && *c != '='; c++) {
+    char one[2] = {*c, 0};
+    hak_out_str(&o, one);
+  }
+  hak_out_str(&o, " ignored\n");
+}
+
+static const char PREFIX[] = "HAKMEM_";
+
+/* The option an environment entry "HAKMEM_NAME=value" names, or -1. */
+static int option_of_entry(const char *entry, const char **value) {
+  const char *name = entry + sizeof PREFIX - 1;
+  for (int i = 0; i < hak_option_count; i++) {
+    size_t n = strlen(table[i].name);
+    if (strncmp(name, table[i].name, n) == 0 && name[n] == '=') {
+      *value = name + n + 1;
+      return i;
+    }
+  }
+  return -1;
+}
+
+static void set_from_env(hak_option_t option, const char *v) {
+  long value;
+  if (table[option].kind == HAK_OPT_STRING) {
+    strings[option] = *v ? v : NULL;
+    explicitly_set[option] = true;
+  } else if (parse_value(option, v, &value)) {
+    hak_option_values[option] = value;
+    explicitly_set[option] = true;
+  }
+}
+
+void hak_options_init(void) {
+  hak_option_values[hak_option_profile] = HAK_PROFILE_BALANCED;
+  char **env = hak_os_environ();
+  const char *value;
+  for (char **e = env; e && *e; e++)   /* the profile first: it sets the defaults */
+    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) == 0 && option_of_entry(*e, &value) == hak_option_profile)
+      set_from_env(hak_option_profile, value);
+  apply_profile();
+  for (char **e = env; e && *e; e++) {
+    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) != 0) continue;
+    int option = option_of_entry(*e, &value);
+    if (option < 0) warn_unknown(*e);
+    else if (option != hak_option_profile) set_from_env((hak_option_t)option, value);
+  }
+}
+
+/* ---- public API */
+
+HAK_EXPORT long hak_option_get(hak_option_t option) {
+  hak_init();
+  return (unsigned)option < hak_option_count ? hak_option_values[option] : 0;
+}
+
+HAK_EXPORT int hak_option_set(hak_option_t option, long value) {
+  hak_init();
+  if ((unsigned)option >= hak_option_count || table[option].kind == HAK_OPT_STRING ||
+      value < table[option].min || value > table[option].max)
+    return EINVAL;
+  hak_option_values[option] = value;
+  explicitly_set[option] = true;
+  if (option == hak_option_profile) apply_profile();
+  return 0;
+}
+
+HAK_EXPORT const char *hak_option_get_string(hak_option_t option) {
+  hak_init();
+  return (unsigned)option < hak_option_count ? strings[option] : NULL;
+}
+
+/* The string must stay valid while hakmem may use it. */
+HAK_EXPORT int hak_option_set_string(hak_option_t option, const char *value) {
+  hak_init();
+  if ((unsigned)option >= hak_option_count || table[option].kind != HAK_OPT_STRING) return EINVAL;
+  strings[option] = value && *value ? value : NULL;
+  explicitly_set[option] = value != NULL;
+  return 0;
+}
+
+HAK_EXPORT const char *hak_option_name(hak_option_t option) {
+  return (unsigned)option < hak_option_count ? table[option].name : NULL;
+}

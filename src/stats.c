@@ -1,0 +1,296 @@
+/* Statistics: per-thread counters (in each heap, plain, written by the owner
+ * only) merged on demand, a few global atomics for the slow large path and
+ * the OS layer, and the report — as text or JSON — printed at exit when
+ * HAKMEM_STATS asks for it. The merge reads other threads' counters while
+ * they run: the figures are a snapshot, exact once the threads are quiet. */
+#include "internal.h"
+
+static _Atomic int64_t tier_committed[2], tier_committed_peak[2];   /* tiny, mid slab bytes */
+static _Atomic uint64_t large_allocs, large_frees, large_requested;
+static _Atomic int64_t large_reserved, large_committed, large_committed_peak;
+static _Atomic uint64_t bigcache_hits, bigcache_misses;
+static struct hak_stats baseline;   /* event counts at the last reset */
+
+static void raise_peak(_Atomic int64_t *peak, int64_t now) {
+  int64_t p = atomic_load_explicit(peak, memory_order_relaxed);
+  while (now > p && !atomic_compare_exchange_weak(peak, &p, now)) {
+  }
+}
+
+void hak_stats_slab_bytes(unsigned cls, int64_t bytes) {
+  unsigned tier = cls >= HAK_TINY_CLASSES;
+  int64_t now = atomic_fetch_add_explicit(&tier_committed[tier], bytes, memory_order_relaxed) + bytes;
+  raise_peak(&tier_committed_peak[tier], now);
+}
+
+void hak_stats_large(int blocks, size_t requested, int64_t mapped) {
+  if (blocks > 0) atomic_fetch_add_explicit(&large_allocs, 1, memory_order_relaxed);
+  if (blocks < 0) atomic_fetch_add_explicit(&large_frees, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&large_requested, requested, memory_order_relaxed);
+  atomic_fetch_add_explicit(&large_reserved, blocks ? mapped : 0, memory_order_relaxed);
+  int64_t now = atomic_fetch_add_explicit(&large_committed, mapped, memory_order_relaxed) + mapped;
+  raise_peak(&large_committed_peak, now);
+}
+
+void hak_stats_bigcache(bool hit) {
+  atomic_fetch_add_explicit(hit ? &bigcache_hits : &bigcache_misses, 1, memory_order_relaxed);
+}
+
+/* ---- merge */
+
+static uint64_t proc_status_kib(const char *text, const char *key) {
+  const char *p = strstr(text, key);
+  if (!p) return 0;
+  p += strlen(key);
+  while (*p == ' ' || *p == '\t') p++;
+  uint64_t v = 0;
+  while (*p >= '0' && *p <= '9') v = v * 10 + (uint64_t)(*p++ - '0');
+  return v;
+}
+
+/* Everything since start-up; event counters are reduced by the baseline
+ * afterwards. Reads other heaps without synchronisation (see above). */
+__attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
+  memset(st, 0, sizeof *st);
+  for (unsigned c = 0; c < HAK_CLASSES; c++) st->classes[c].block_size = hak_class_size[c];
+  for (hak_heap_t *h = hak_heap_list(); h; h = h->next_heap) {
+    for (unsigned c = 0; c < HAK_CLASSES; c++) {
+      struct hak_class_stats *cs = &st->classes[c];
+      const hak_class_counters_t *k = &h->counters[c];
+      cs->allocs += h->cache[c].allocs;
+      cs->frees += h->cache[c].frees + k->remote_received;
+      cs->live += k->used_blocks - h->cache[c].count;
+      cs->cache_misses += k->refills;
+      cs->refills += k->refills;
+      cs->flushes += k->flushes;
+      cs->remote_frees += k->remote_received;
+      cs->slabs += k->slabs;
+      struct hak_tier_stats *t = c < HAK_TINY_CLASSES ? &st->tiny : &st->mid;
+      t->requested += k->requested;
+    }
+  }
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    struct hak_class_stats *cs = &st->classes[c];
+    struct hak_tier_stats *t = c < HAK_TINY_CLASSES ? &st->tiny : &st->mid;
+    cs->cache_hits = cs->allocs - cs->cache_misses;
+    cs->bytes_live = cs->live * cs->block_size;
+    t->allocs += cs->allocs;
+    t->frees += cs->frees;
+    t->reserved += cs->bytes_live;
+  }
+  st->tiny.committed = (uint64_t)atomic_load(&tier_committed[0]);
+  st->tiny.committed_peak = (uint64_t)atomic_load(&tier_committed_peak[0]);
+  st->mid.committed = (uint64_t)atomic_load(&tier_committed[1]);
+  st->mid.committed_peak = (uint64_t)atomic_load(&tier_committed_peak[1]);
+  st->large.allocs = atomic_load(&large_allocs);
+  st->large.frees = atomic_load(&large_frees);
+  st->large.requested = atomic_load(&large_requested);
+  st->large.reserved = (uint64_t)atomic_load(&large_reserved);
+  st->large.committed = (uint64_t)atomic_load(&large_committed);
+  st->large.committed_peak = (uint64_t)atomic_load(&large_committed_peak);
+  st->bigcache_hits = atomic_load(&bigcache_hits);
+  st->bigcache_misses = atomic_load(&bigcache_misses);
+  hak_os_counters_t os;
+  hak_os_counters(&os);
+  st->os_maps = os.maps;
+  st->os_map_bytes = os.map_bytes;
+  st->os_unmaps = os.unmaps;
+  st->os_unmap_bytes = os.unmap_bytes;
+  st->os_decommits = os.decommits;
+  st->os_decommit_bytes = os.decommit_bytes;
+  st->os_remaps = os.remaps;
+  char status[4096];
+  if (hak_os_read_file("/proc/self/status", status, sizeof status) > 0) {
+    st->rss = proc_status_kib(status, "VmRSS:") * 1024;
+    st->rss_peak = proc_status_kib(status, "VmHWM:") * 1024;
+  }
+  st->allocs = st->tiny.allocs + st->mid.allocs + st->large.allocs;
+  st->frees = st->tiny.frees + st->mid.frees + st->large.frees;
+  uint64_t live = st->large.allocs - st->large.frees;
+  for (unsigned c = 0; c < HAK_CLASSES; c++) live += st->classes[c].live;
+  st->live = live;
+  st->balanced = st->allocs == st->frees + st->live;
+}
+
+/* Event counters minus the baseline; gauges as they are. */
+static void subtract_baseline(struct hak_stats *st) {
+  const struct hak_stats *b = &baseline;
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    struct hak_class_stats *cs = &st->classes[c];
+    const struct hak_class_stats *bs = &b->classes[c];
+    cs->allocs -= bs->allocs;
+    cs->frees -= bs->frees;
+    cs->cache_hits -= bs->cache_hits;
+    cs->cache_misses -= bs->cache_misses;
+    cs->refills -= bs->refills;
+    cs->flushes -= bs->flushes;
+    cs->remote_frees -= bs->remote_frees;
+  }
+  struct hak_tier_stats *t[3] = {&st->tiny, &st->mid, &st->large};
+  const struct hak_tier_stats *bt[3] = {&b->tiny, &b->mid, &b->large};
+  for (unsigned i = 0; i < 3; i++) {
+    t[i]->allocs -= bt[i]->allocs;
+    t[i]->frees -= bt[i]->frees;
+    t[i]->requested -= bt[i]->requested;
+  }
+#define EVENT_(name) st->name -= b->name;
+  EVENT_(bigcache_hits) EVENT_(bigcache_misses) EVENT_(os_maps) EVENT_(os_map_bytes) EVENT_(os_unmaps)
+  EVENT_(os_unmap_bytes) EVENT_(os_decommits) EVENT_(os_decommit_bytes) EVENT_(os_remaps)
+  EVENT_(allocs) EVENT_(frees)
+#undef EVENT_
+}
+
+HAK_EXPORT void hak_stats_get(struct hak_stats *out) {
+  hak_init();
+  hak_heap_t *h = hak_tls_heap;
+  if (h != &hak_heap_empty) hak_heap_collect_all(h);
+  merge(out);
+  subtract_baseline(out);
+}
+
+HAK_EXPORT void hak_stats_reset(void) {
+  hak_init();
+  merge(&baseline);
+}
+
+/* ---- reports */
+
+static const char *const tier_names[3] = {"tiny", "mid", "large"};
+
+static void put_mib(hak_out_t *o, uint64_t bytes) {
+  hak_out_u64(o, bytes >> 20);
+  hak_out_str(o, ".");
+  hak_out_u64(o, ((bytes & ((1u << 20) - 1)) * 10) >> 20);
+  hak_out_str(o, " MiB");
+}
+
+static void put_row(hak_out_t *o, const uint64_t *values, const uint8_t *widths, unsigned n) {
+  for (unsigned i = 0; i < n; i++) hak_out_u64w(o, values[i], widths[i]);
+  hak_out_str(o, "\n");
+}
+
+static void print_text(hak_out_t *o, const struct hak_stats *st) {
+  hak_out_str(o, "hakmem statistics (profile ");
+  hak_option_format(o, hak_option_profile, hak_opt(hak_option_profile));
+  hak_out_str(o, ")\n class  size     allocs      frees     live  hit%  refills  flushes   remote slabs   bytes live\n");
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    const struct hak_class_stats *cs = &st->classes[c];
+    if (!cs->allocs && !cs->frees && !cs->live && !cs->slabs) continue;
+    static const uint8_t widths[] = {6, 6, 11, 11, 9, 6, 9, 9, 9, 6, 13};
+    const uint64_t row[] = {c, cs->block_size, cs->allocs, cs->frees, cs->live,
+                            cs->allocs ? cs->cache_hits * 100 / cs->allocs : 0, cs->refills, cs->flushes,
+                            cs->remote_frees, cs->slabs, cs->bytes_live};
+    put_row(o, row, widths, sizeof widths);
+  }
+  hak_out_str(o, " tier       allocs      frees    requested     reserved    committed   peak committed\n");
+  const struct hak_tier_stats *tiers[3] = {&st->tiny, &st->mid, &st->large};
+  for (unsigned i = 0; i < 3; i++) {
+    const struct hak_tier_stats *t = tiers[i];
+    hak_out_str(o, " ");
+    hak_out_str(o, tier_names[i]);
+    hak_out_str(o, i == 1 ? "  " : " ");
+    static const uint8_t widths[] = {11, 11, 13, 13, 13, 17};
+    const uint64_t row[] = {t->allocs, t->frees, t->requested, t->reserved, t->committed, t->committed_peak};
+    put_row(o, row, widths, sizeof widths);
+  }
+  hak_out_str(o, " bigcache: ");
+  hak_out_u64(o, st->bigcache_hits);
+  hak_out_str(o, " hits, ");
+  hak_out_u64(o, st->bigcache_misses);
+  hak_out_str(o, " misses\n os: mmap ");
+  hak_out_u64(o, st->os_maps);
+  hak_out_str(o, " (");
+  put_mib(o, st->os_map_bytes);
+  hak_out_str(o, "), munmap ");
+  hak_out_u64(o, st->os_unmaps);
+  hak_out_str(o, " (");
+  put_mib(o, st->os_unmap_bytes);
+  hak_out_str(o, "), madvise ");
+  hak_out_u64(o, st->os_decommits);
+  hak_out_str(o, " (");
+  put_mib(o, st->os_decommit_bytes);
+  hak_out_str(o, " returned), mremap ");
+  hak_out_u64(o, st->os_remaps);
+  hak_out_str(o, "\n rss: ");
+  put_mib(o, st->rss);
+  hak_out_str(o, " now, ");
+  put_mib(o, st->rss_peak);
+  hak_out_str(o, " peak\n consistency: allocations ");
+  hak_out_u64(o, st->allocs);
+  hak_out_str(o, " = frees ");
+  hak_out_u64(o, st->frees);
+  hak_out_str(o, " + live ");
+  hak_out_u64(o, st->live);
+  hak_out_str(o, st->balanced ? ": balanced\n" : ": DOES NOT BALANCE\n");
+}
+
+static void json_field(hak_out_t *o, const char *name, uint64_t v, bool *first) {
+  hak_out_str(o, *first ? "\"" : ",\"");
+  hak_out_str(o, name);
+  hak_out_str(o, "\":");
+  hak_out_u64(o, v);
+  *first = false;
+}
+
+static void print_json(hak_out_t *o, const struct hak_stats *st) {
+  bool first;
+  hak_out_str(o, "{\"version\":\"");
+  hak_out_version(o);
+  hak_out_str(o, "\",\"profile\":\"");
+  hak_option_format(o, hak_option_profile, hak_opt(hak_option_profile));
+  hak_out_str(o, "\",\"classes\":[");
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    const struct hak_class_stats *cs = &st->classes[c];
+    hak_out_str(o, c ? ",{" : "{");
+    first = true;
+    json_field(o, "class", c, &first);
+#define FIELD_(name, doc) json_field(o, #name, cs->name, &first);
+    HAK_STATS_CLASS_FIELDS(FIELD_)
+#undef FIELD_
+    hak_out_str(o, "}");
+  }
+  hak_out_str(o, "],\"tiers\":{");
+  const struct hak_tier_stats *tiers[3] = {&st->tiny, &st->mid, &st->large};
+  for (unsigned i = 0; i < 3; i++) {
+    const struct hak_tier_stats *t = tiers[i];
+    hak_out_str(o, i ? ",\"" : "\"");
+    hak_out_str(o, tier_names[i]);
+    hak_out_str(o, "\":{");
+    first = true;
+#define FIELD_(name, doc) json_field(o, #name, t->name, &first);
+    HAK_STATS_TIER_FIELDS(FIELD_)
+#undef FIELD_
+    hak_out_str(o, "}");
+  }
+  hak_out_str(o, "}");
+  first = false;
+#define FIELD_(name, doc) json_field(o, #name, st->name, &first);
+  HAK_STATS_GLOBAL_FIELDS(FIELD_)
+#undef FIELD_
+  hak_out_str(o, "}\n");
+}
+
+static void report(hak_write_fn *write, void *arg, void (*print)(hak_out_t *, const struct hak_stats *)) {
+  struct hak_stats st;
+  hak_stats_get(&st);
+  hak_out_t o;
+  hak_out_init(&o, write, arg);
+  print(&o, &st);
+  hak_out_flush(&o);
+}
+
+HAK_EXPORT void hak_stats_print(hak_write_fn *write, void *arg) { report(write, arg, print_text); }
+
+HAK_EXPORT void hak_stats_print_json(hak_write_fn *write, void *arg) { report(write, arg, print_json); }
+
+static void write_fd(const char *text, void *arg) { hak_os_write_fd(*(int *)arg, text, strlen(text)); }
+
+/* HAKMEM_STATS: the report at exit, to stderr or HAKMEM_STATS_FILE. */
+void hak_stats_at_exit(void) {
+  int fd = 2;
+  const char *path = hak_option_get_string(hak_option_stats_file);
+  if (path && (fd = hak_os_open_write(path)) < 0) fd = 2;
+  if (hak_opt(hak_option_stats) == 2) hak_stats_print_json(write_fd, &fd);
+  else hak_stats_print(write_fd, &fd);
+  if (fd != 2) hak_os_close(fd);
+}

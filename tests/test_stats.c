@@ -1,0 +1,154 @@
+/* Statistics: a scripted workload (known allocations and frees per class,
+ * some freed by another thread) comes out exactly; the report's consistency
+ * line balances; the JSON report parses; the route banner appears only when
+ * asked. Report cases run in a re-executed child (options are read once). */
+#include <pthread.h>
+#include <semaphore.h>
+#include <string.h>
+
+#include "check.h"
+#include "internal.h"
+
+static void escape(void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
+
+enum { SMALL = 48, MEDIUM = 208, MID = 5000, LARGE = 300000 };
+enum { N_SMALL = 1000, N_MEDIUM = 300, N_MID = 50, N_LARGE = 3 };
+static void *small[N_SMALL], *medium[N_MEDIUM], *mid[N_MID], *large[N_LARGE];
+
+/* Another thread frees half the small blocks when told to. It is created
+ * before the counting starts so its own start-up allocations stay out. */
+static sem_t go, done;
+static void *free_remotely(void *arg) {
+  sem_wait(&go);
+  for (int i = 0; i < N_SMALL / 2; i++) free(small[i]);
+  sem_post(&done);
+  return arg;
+}
+
+static void test_scripted_workload(void) {
+  struct hak_stats before, after;
+  pthread_t t;
+  sem_init(&go, 0, 0);
+  sem_init(&done, 0, 0);
+  pthread_create(&t, NULL, free_remotely, NULL);
+  hak_stats_reset();
+  hak_stats_get(&before);
+  for (int i = 0; i < N_SMALL; i++) escape(small[i] = malloc(SMALL));
+  for (int i = 0; i < N_MEDIUM; i++) escape(medium[i] = malloc(MEDIUM));
+  for (int i = 0; i < N_MID; i++) escape(mid[i] = malloc(MID));
+  for (int i = 0; i < N_LARGE; i++) escape(large[i] = malloc(LARGE));
+  for (int i = 0; i < N_MEDIUM / 3; i++) free(medium[i]);
+  for (int i = 0; i < N_MID; i++) free(mid[i]);
+  free(large[0]);
+  sem_post(&go);
+  sem_wait(&done);
+  hak_stats_get(&after);
+  pthread_join(t, NULL);
+
+  unsigned cs = hak_class_of(SMALL), cm = hak_class_of(MEDIUM), cd = hak_class_of(MID);
+  const struct hak_class_stats *s = &after.classes[cs], *m = &after.classes[cm], *d = &after.classes[cd];
+  CHECK(s->allocs == N_SMALL, "class %u allocs %llu, want %d", cs, s->allocs, N_SMALL);
+  CHECK(s->frees == N_SMALL / 2, "class %u frees %llu, want %d", cs, s->frees, N_SMALL / 2);
+  CHECK(s->remote_frees == N_SMALL / 2, "class %u remote frees %llu", cs, s->remote_frees);
+  CHECK(s->live - before.classes[cs].live == N_SMALL / 2, "class %u live grew by %llu", cs,
+        s->live - before.classes[cs].live);
+  CHECK(s->block_size == SMALL && s->bytes_live == s->live * SMALL, "class %u bytes live", cs);
+  CHECK(m->allocs == N_MEDIUM && m->frees == N_MEDIUM / 3 && m->remote_frees == 0, "class %u: %llu allocs %llu frees", cm,
+        m->allocs, m->frees);
+  CHECK(m->live - before.classes[cm].live == N_MEDIUM - N_MEDIUM / 3, "class %u live", cm);
+  CHECK(m->cache_hits + m->cache_misses == m->allocs && m->cache_misses == m->refills && m->refills > 0,
+        "class %u hits %llu misses %llu refills %llu", cm, m->cache_hits, m->cache_misses, m->refills);
+  CHECK(d->allocs == N_MID && d->frees == N_MID && d->live == before.classes[cd].live, "mid class %u", cd);
+  CHECK(after.large.allocs == N_LARGE && after.large.frees == 1, "large %llu allocs %llu frees", after.large.allocs,
+        after.large.frees);
+  CHECK(after.large.requested == (unsigned long long)N_LARGE * LARGE, "large requested %llu", after.large.requested);
+  CHECK(after.large.reserved >= (N_LARGE - 1) * (unsigned long long)LARGE, "large reserved %llu", after.large.reserved);
+  CHECK(after.tiny.allocs == N_SMALL + N_MEDIUM, "tiny allocs %llu", after.tiny.allocs);
+  CHECK(after.mid.allocs == N_MID, "mid allocs %llu", after.mid.allocs);
+  CHECK(after.allocs == N_SMALL + N_MEDIUM + N_MID + N_LARGE, "total allocs %llu", after.allocs);
+  CHECK(after.balanced == 1, "allocations %llu != frees + live", after.allocs);
+  CHECK(after.tiny.committed > 0 && after.tiny.committed_peak >= after.tiny.committed, "tiny committed");
+  CHECK(after.os_maps > 0 && after.rss > 0 && after.rss_peak >= after.rss, "os and rss figures");
+
+  for (int i = N_SMALL / 2; i < N_SMALL; i++) free(small[i]);
+  for (int i = N_MEDIUM / 3; i < N_MEDIUM; i++) free(medium[i]);
+  for (int i = 1; i < N_LARGE; i++) free(large[i]);
+  hak_stats_get(&after);
+  CHECK(after.classes[cs].live == before.classes[cs].live && after.classes[cm].live == before.classes[cm].live,
+        "live blocks not back to where they were");
+  CHECK(after.balanced == 1, "does not balance after freeing everything");
+  hak_stats_reset();
+  hak_stats_get(&after);
+  CHECK(after.classes[cs].allocs == 0 && after.large.allocs == 0 && after.allocs == 0, "reset left event counts");
+  CHECK(after.balanced == 1 && after.classes[cs].live == before.classes[cs].live, "reset changed gauges");
+}
+
+/* ---- reports from a child process */
+
+static int child_main(void) {
+  for (int i = 0; i < 20000; i++) {
+    void *p = malloc((size_t)(i % 3000) + 1);
+    escape(p);
+    if (i % 4) free(p);
+  }
+  void *big = malloc(1 << 20);
+  escape(big);
+  return 0;
+}
+
+static char out[1 << 16], err[1 << 16];
+
+static void run_child(const char *const *env) {
+  int status = run_self(env, out, sizeof out, err, sizeof err);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child exited with status %d", status);
+}
+
+static void test_reports(void) {
+  const char *quiet[] = {NULL};
+  run_child(quiet);
+  CHECK(err[0] == 0, "output without HAKMEM_STATS or the banner: %s", err);
+
+  const char *text[] = {"HAKMEM_STATS=1", NULL};
+  run_child(text);
+  CHECK(strstr(err, "hakmem statistics (profile balanced)\n") != NULL, "no text report: %.200s", err);
+  CHECK(strstr(err, " tier ") && strstr(err, " bigcache: ") && strstr(err, " os: mmap ") && strstr(err, " rss: "),
+        "report sections missing: %s", err);
+  CHECK(strstr(err, "consistency: allocations ") && strstr(err, ": balanced\n"), "report does not balance: %s", err);
+  CHECK(strstr(err, "hakmem 0.") == NULL, "banner printed without being asked");
+
+  char path[] = "/tmp/hakmem-stats-XXXXXX";
+  int fd = mkstemp(path);
+  close(fd);
+  char file_env[64];
+  snprintf(file_env, sizeof file_env, "HAKMEM_STATS_FILE=%s", path);
+  const char *json[] = {"HAKMEM_STATS=json", file_env, NULL};
+  run_child(json);
+  CHECK(err[0] == 0, "JSON report went to stderr: %.200s", err);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+                            "assert d[\"balanced\"] == 1 and len(d[\"classes\"]) == %d and d[\"tiers\"][\"large\"][\"allocs\"] == 1' %s",
+           HAK_CLASSES, path);
+  CHECK(system(cmd) == 0, "JSON report does not parse or lacks fields (%s)", path);
+  snprintf(cmd, sizeof cmd, "python3 -m json.tool %s > /dev/null", path);
+  CHECK(system(cmd) == 0, "python3 -m json.tool rejects the report");
+  unlink(path);
+
+  const char *banner[] = {"HAKMEM_ROUTE_BANNER=1", "HAKMEM_PURGE_DELAY_MS=5", NULL};
+  run_child(banner);
+  CHECK(strncmp(err, "hakmem 0.", 9) == 0, "no banner: %s", err);
+  CHECK(strstr(err, "profile balanced") && strstr(err, "PURGE_DELAY_MS=5") && strstr(err, "ROUTE_BANNER=1"),
+        "banner lacks profile or changed options: %s", err);
+  CHECK(strstr(err, "tiny <= 1024 B (32 classes)") && strstr(err, "mid <= 131072 B (56 classes)"),
+        "banner lacks tiers: %s", err);
+  CHECK(strstr(err, "page 4096 B") && strstr(err, "transparent huge pages"), "banner lacks page or huge pages: %s", err);
+  int lines = 0;
+  for (const char *c = err; *c; c++) lines += *c == '\n';
+  CHECK(lines == 3, "banner is %d lines", lines);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main();
+  test_scripted_workload();
+  test_reports();
+  return test_done("stats");
+}
