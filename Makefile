@@ -5,6 +5,7 @@
 #   build/ubsan/      UBSan, override on
 #   build/asan/       ASan, override off (tests drive the hak_* API)
 #   build/tsan/       TSan, override off (tests drive the hak_* API)
+#   build/stat2/      statistics level 2 (make STAT=2 builds the release so)
 
 CC      ?= cc
 CXX     ?= c++
@@ -22,10 +23,10 @@ B := build
 .PHONY: all test clean bench-programs
 all: $(B)/libhakmem.so $(B)/libhakmem.a bench-programs
 
-# --- one library variant: $(1)=dir $(2)=extra cflags $(3)=override(0/1)
+# --- one library variant: $(1)=dir $(2)=extra cflags $(3)=override(0/1) $(4)=stat level
 define LIBVARIANT
 $(1)/obj/%.o: src/%.c $(HDRS) | $(1)/obj/os
-	$$(CC) $$(CSTD) $$(WARN) $$(OPT) $$(LIBFLAGS) $(2) -DHAK_OVERRIDE=$(3) -DHAK_STAT=$(STAT) -Iinclude -Isrc -c $$< -o $$@
+	$$(CC) $$(CSTD) $$(WARN) $$(OPT) $$(LIBFLAGS) $(2) -DHAK_OVERRIDE=$(3) -DHAK_STAT=$(or $(4),$(STAT)) -Iinclude -Isrc -c $$< -o $$@
 $(1)/obj/os:
 	mkdir -p $$@
 $(1)/libhakmem.a: $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))
@@ -36,6 +37,7 @@ $(eval $(call LIBVARIANT,$(B),,1))
 $(eval $(call LIBVARIANT,$(B)/ubsan,-fsanitize=undefined -fno-sanitize-recover=undefined,1))
 $(eval $(call LIBVARIANT,$(B)/asan,-fsanitize=address -fno-omit-frame-pointer,0))
 $(eval $(call LIBVARIANT,$(B)/tsan,-fsanitize=thread,0))
+$(eval $(call LIBVARIANT,$(B)/stat2,,1,2))
 
 $(B)/libhakmem.so: $(patsubst src/%.c,$(B)/obj/%.o,$(SRCS))
 	$(CC) -shared -Wl,-soname,libhakmem.so -Wl,-z,now -o $@ $^ -lpthread
@@ -89,6 +91,9 @@ $(T)/asan_%: tests/%.c tests/check.h $(B)/asan/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -DTEST_VIA_HAK -fsanitize=address -fno-omit-frame-pointer -o $@ $< $(B)/asan/libhakmem.a -lpthread
 $(T)/tsan_%: tests/%.c tests/check.h $(B)/tsan/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -DTEST_VIA_HAK -fsanitize=thread -o $@ $< $(B)/tsan/libhakmem.a -lpthread
+# statistics level 2 (every allocation and free counted)
+$(T)/stat2_%: tests/%.c tests/check.h $(B)/stat2/libhakmem.a | $(T)
+	$(CC) $(TEST_CFLAGS) -DHAK_STAT=2 -o $@ $< $(B)/stat2/libhakmem.a -lpthread
 $(T)/%: tests/%.cc $(B)/libhakmem.so | $(T)
 	$(CXX) -std=c++17 -O1 -g -Wall -Iinclude -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread
 $(T):
@@ -100,7 +105,8 @@ SAN_TESTS := test_api test_stress test_churn
 TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
              $(addprefix $(T)/dyn_,test_api test_stress) \
              $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
-             $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn)
+             $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn) \
+             $(T)/stat2_test_stats
 
 test: all $(TEST_BINS)
 	@tests/run.sh

@@ -77,16 +77,19 @@ const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_M
  * Counted per thread without atomics and merged on demand. HAKMEM_STATS=1
  * prints a report at exit (HAKMEM_STATS=json: one JSON object). Frees from
  * other threads count when the owning thread collects them; hak_stats_get
- * collects the calling thread's own first. With `make STAT=0` the counters
- * compile out; `make STAT=2` adds the bytes requested (a fast-path add). */
+ * collects the calling thread's own first. The default build counts on the
+ * slow paths only; `make STAT=2` also counts every allocation and free (and
+ * the bytes requested) on the fast paths, which fills in allocs, frees,
+ * cache_hits, requested and the balance check (`counted` is then 1);
+ * `make STAT=0` compiles all counting out. */
 #define HAK_STATS_CLASSES 88
 
 #define HAK_STATS_CLASS_FIELDS(X)                                          \
   X(block_size, "block size in bytes")                                     \
-  X(allocs, "blocks allocated")                                            \
-  X(frees, "blocks freed")                                                 \
+  X(allocs, "blocks allocated (STAT=2)")                                   \
+  X(frees, "blocks freed (STAT=2)")                                        \
   X(live, "blocks in use now")                                             \
-  X(cache_hits, "allocations served by the unified cache")                \
+  X(cache_hits, "allocations served by the unified cache (STAT=2)")       \
   X(cache_misses, "allocations that found the cache empty")               \
   X(refills, "batch refills of the cache")                                 \
   X(flushes, "batch flushes of the cache")                                 \
@@ -95,9 +98,9 @@ const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_M
   X(bytes_live, "bytes of blocks in use now")
 
 #define HAK_STATS_TIER_FIELDS(X)                                           \
-  X(allocs, "blocks allocated")                                            \
-  X(frees, "blocks freed")                                                 \
-  X(requested, "bytes requested by allocations (STAT=2, large always)")    \
+  X(allocs, "blocks allocated (STAT=2; large always)")                     \
+  X(frees, "blocks freed (STAT=2; large always)")                          \
+  X(requested, "bytes requested by allocations (STAT=2; large always)")    \
   X(reserved, "bytes of blocks in use now")                                \
   X(committed, "bytes of slabs or mappings in use now")                    \
   X(committed_peak, "peak of committed")
@@ -117,7 +120,8 @@ const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_M
   X(allocs, "blocks allocated, all tiers")                                 \
   X(frees, "blocks freed, all tiers")                                      \
   X(live, "blocks in use now, all tiers")                                  \
-  X(balanced, "1 if allocations = frees + live blocks")
+  X(counted, "1 if every allocation and free is counted (STAT=2)")         \
+  X(balanced, "1 if allocations = frees + live blocks (when counted)")
 
 #define HAK_STATS_FIELD_(name, doc) unsigned long long name;
 struct hak_class_stats { HAK_STATS_CLASS_FIELDS(HAK_STATS_FIELD_) };

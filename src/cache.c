@@ -57,8 +57,10 @@ void *hak_malloc_class(hak_heap_t *h, unsigned cls, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  HAK_COUNT(c->allocs, 1);
-  if (HAK_STAT >= 2) h->counters[cls].requested += size;
+#if HAK_STAT >= 2
+  c->allocs++;
+  h->counters[cls].requested += size;
+#endif
   void *p = c->items[--c->count];
   ((uintptr_t *)p)[1] = 0;
   return p;
@@ -89,5 +91,7 @@ HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
   hak_ucache_t *c = &h->cache[cls];
   hak_cache_flush(h, cls, c->cap / 2);
   c->items[c->count++] = p;
-  HAK_COUNT(c->frees, 1);
+#if HAK_STAT >= 2
+  c->frees++;
+#endif
 }

@@ -167,7 +167,7 @@ HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
 #define HAK_PIN(p) __asm__("" : "+r"(p))
 
 /* malloc: thread-local heap, class from a table, pop the class's unified
- * cache: 19 instructions on x86-64 with the statistics counter (18 without). */
+ * cache: 18 instructions on x86-64 (STAT=2 adds a counter: 19). */
 HAK_INLINE void *hak_malloc_fast(size_t size) {
   hak_heap_t *h = hak_tls_heap;
   if (HAK_LIKELY(size <= HAK_TINY_MAX)) {
@@ -176,8 +176,10 @@ HAK_INLINE void *hak_malloc_fast(size_t size) {
     HAK_PIN(c);
     uint32_t n = c->count;
     if (HAK_LIKELY(n != 0)) {
-      HAK_COUNT(c->allocs, 1);
-      if (HAK_STAT >= 2) h->counters[cls].requested += size;
+#if HAK_STAT >= 2
+      c->allocs++;
+      h->counters[cls].requested += size;
+#endif
       void *p = c->items[n - 1];
       c->count = n - 1;
       ((uintptr_t *)p)[1] = 0;
@@ -216,7 +218,9 @@ HAK_INLINE void hak_free_fast(void *p) {
   }
   c->items[n] = p;
   c->count = n + 1;
-  HAK_COUNT(c->frees, 1);
+#if HAK_STAT >= 2
+  c->frees++;
+#endif
 }
 
 #endif

@@ -57,8 +57,10 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
     for (unsigned c = 0; c < HAK_CLASSES; c++) {
       struct hak_class_stats *cs = &st->classes[c];
       const hak_class_counters_t *k = &h->counters[c];
+#if HAK_STAT >= 2
       cs->allocs += h->cache[c].allocs;
       cs->frees += h->cache[c].frees + k->remote_received;
+#endif
       cs->live += k->used_blocks - h->cache[c].count;
       cs->cache_misses += k->refills;
       cs->refills += k->refills;
@@ -72,7 +74,7 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     struct hak_class_stats *cs = &st->classes[c];
     struct hak_tier_stats *t = c < HAK_TINY_CLASSES ? &st->tiny : &st->mid;
-    cs->cache_hits = cs->allocs - cs->cache_misses;
+    cs->cache_hits = HAK_STAT >= 2 ? cs->allocs - cs->cache_misses : 0;
     cs->bytes_live = cs->live * cs->block_size;
     t->allocs += cs->allocs;
     t->frees += cs->frees;
@@ -109,7 +111,8 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
   uint64_t live = st->large.allocs - st->large.frees;
   for (unsigned c = 0; c < HAK_CLASSES; c++) live += st->classes[c].live;
   st->live = live;
-  st->balanced = st->allocs == st->frees + st->live;
+  st->counted = HAK_STAT >= 2;
+  st->balanced = st->counted && st->allocs == st->frees + st->live;
 }
 
 /* Event counters minus the baseline; gauges as they are. */
@@ -164,8 +167,18 @@ static void put_mib(hak_out_t *o, uint64_t bytes) {
   hak_out_str(o, " MiB");
 }
 
+#define NOT_COUNTED UINT64_MAX   /* shown as "-": needs STAT=2 */
+#define OP_COUNT(v) (HAK_STAT >= 2 ? (uint64_t)(v) : NOT_COUNTED)
+
 static void put_row(hak_out_t *o, const uint64_t *values, const uint8_t *widths, unsigned n) {
-  for (unsigned i = 0; i < n; i++) hak_out_u64w(o, values[i], widths[i]);
+  for (unsigned i = 0; i < n; i++) {
+    if (values[i] != NOT_COUNTED) {
+      hak_out_u64w(o, values[i], widths[i]);
+      continue;
+    }
+    for (unsigned w = 1; w < widths[i]; w++) hak_out_str(o, " ");
+    hak_out_str(o, "-");
+  }
   hak_out_str(o, "\n");
 }
 
@@ -175,10 +188,10 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   hak_out_str(o, ")\n class  size     allocs      frees     live  hit%  refills  flushes   remote slabs   bytes live\n");
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     const struct hak_class_stats *cs = &st->classes[c];
-    if (!cs->allocs && !cs->frees && !cs->live && !cs->slabs) continue;
+    if (!cs->allocs && !cs->frees && !cs->live && !cs->slabs && !cs->refills) continue;
     static const uint8_t widths[] = {6, 6, 11, 11, 9, 6, 9, 9, 9, 6, 13};
-    const uint64_t row[] = {c, cs->block_size, cs->allocs, cs->frees, cs->live,
-                            cs->allocs ? cs->cache_hits * 100 / cs->allocs : 0, cs->refills, cs->flushes,
+    const uint64_t row[] = {c, cs->block_size, OP_COUNT(cs->allocs), OP_COUNT(cs->frees), cs->live,
+                            OP_COUNT(cs->allocs ? cs->cache_hits * 100 / cs->allocs : 0), cs->refills, cs->flushes,
                             cs->remote_frees, cs->slabs, cs->bytes_live};
     put_row(o, row, widths, sizeof widths);
   }
@@ -190,7 +203,9 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
     hak_out_str(o, tier_names[i]);
     hak_out_str(o, i == 1 ? "  " : " ");
     static const uint8_t widths[] = {11, 11, 13, 13, 13, 17};
-    const uint64_t row[] = {t->allocs, t->frees, t->requested, t->reserved, t->committed, t->committed_peak};
+    bool counted = HAK_STAT >= 2 || t == &st->large;
+    const uint64_t row[] = {counted ? t->allocs : NOT_COUNTED, counted ? t->frees : NOT_COUNTED,
+                            counted ? t->requested : NOT_COUNTED, t->reserved, t->committed, t->committed_peak};
     put_row(o, row, widths, sizeof widths);
   }
   hak_out_str(o, " bigcache: ");
@@ -215,13 +230,23 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   put_mib(o, st->rss);
   hak_out_str(o, " now, ");
   put_mib(o, st->rss_peak);
-  hak_out_str(o, " peak\n consistency: allocations ");
+  hak_out_str(o, " peak\n consistency: ");
+  if (!st->counted) {
+    hak_out_str(o, "live blocks ");
+    hak_out_u64(o, st->live);
+    hak_out_str(o, "; allocations and frees are counted in builds with make STAT=2\n");
+    return;
+  }
+  hak_out_str(o, "allocations ");
   hak_out_u64(o, st->allocs);
   hak_out_str(o, " = frees ");
   hak_out_u64(o, st->frees);
   hak_out_str(o, " + live ");
   hak_out_u64(o, st->live);
   hak_out_str(o, st->balanced ? ": balanced\n" : ": DOES NOT BALANCE\n");
+  if (!st->balanced) {
+    hak_out_str(o, "hakmem: warning: allocations do not equal frees + live blocks\n");
+  }
 }
 
 static void json_field(hak_out_t *o, const char *name, uint64_t v, bool *first) {

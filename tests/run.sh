@@ -17,7 +17,7 @@ export TSAN_OPTIONS=halt_on_error=1
 export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-VARIANTS=("" dyn_ ubsan_ asan_ tsan_)
+VARIANTS=("" dyn_ ubsan_ asan_ tsan_ stat2_)
 ORDER=(test_api test_invalid test_stress test_churn test_fork)
 total_passed=0
 total_failed=0
