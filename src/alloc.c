@@ -64,8 +64,8 @@ HAK_EXPORT void hak_free_aligned_sized(void *p, size_t alignment, size_t size) {
 HAK_EXPORT int hak_trim(void) {
   int released = 0;
   hak_heap_t *h = hak_tls_heap;
-  if (h != &hak_heap_empty) released |= hak_heap_release_all(h);
-  released |= hak_heap_trim_abandoned();
+  if (h != &hak_heap_empty) released |= hak_heap_release_all(h, true);
+  released |= hak_heap_trim_abandoned(true);
   released |= hak_shared_pool_trim();
   released |= hak_bigcache_drain();
   return released;

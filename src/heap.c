@@ -111,40 +111,43 @@ hak_heap_t *hak_heap_get(void) {
   return HAK_LIKELY(h != &hak_heap_empty) ? h : hak_heap_thread_init();
 }
 
-/* Return everything the heap holds that is not in use: cached blocks go back
- * to their slabs, remote frees are collected, empty slabs and SuperSlabs are
- * decommitted or passed to the shared pool. Returns nonzero if memory was
- * given back to the OS. */
-int hak_heap_release_all(hak_heap_t *h) {
+/* Return what the heap holds and does not use: cached blocks go back to
+ * their slabs, remote frees are collected, empty slabs are scheduled for
+ * decommit. With now set, everything is decommitted or passed to the shared
+ * pool at once. Returns nonzero if memory went back to the OS. */
+int hak_heap_release_all(hak_heap_t *h, bool now) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     hak_cache_flush(h, c, h->cache[c].count);
     atomic_store(&h->remote_hint[c], 0);
     collect_list(h, h->full[c]);
     collect_list(h, h->warm[c]);
   }
-  return hak_release_purge(h, true);
+  return hak_release_purge(h, now);
 }
 
-/* pthread key destructor: the thread is exiting. */
+/* pthread key destructor: the thread is exiting. Its memory follows the
+ * usual delays (the next new thread is likely to adopt the heap and want it
+ * back); other threads' release ticks purge it when the delays run out. */
 void hak_thread_done(void *arg) {
   hak_heap_t *h = arg;
   hak_tls_heap = &hak_heap_empty;
-  hak_heap_release_all(h);
-  size_t page = hak_os_page_size();
-  uintptr_t items = ((uintptr_t)(h + 1) + page - 1) & ~(uintptr_t)(page - 1);
-  uintptr_t end = (uintptr_t)h + h->map_size;
-  if (items < end) hak_os_decommit((void *)items, end - items);
+  hak_heap_release_all(h, false);
+  uint64_t due = h->purge_at;
   atomic_store(&h->state, HAK_HEAP_ABANDONED);
+  if (due) hak_release_abandoned_due(due);
 }
 
-/* Collect the heaps of exited threads that no thread has adopted yet. */
-int hak_heap_trim_abandoned(void) {
+/* Collect the heaps of exited threads that no thread has adopted yet: all
+ * of their free memory (now), or what their delays allow. */
+int hak_heap_trim_abandoned(bool now) {
   int released = 0;
   for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap) {
     int expected = HAK_HEAP_ABANDONED;
     if (!atomic_compare_exchange_strong(&h->state, &expected, HAK_HEAP_COLLECTING)) continue;
-    released |= hak_heap_release_all(h);
+    released |= hak_heap_release_all(h, now);
+    uint64_t due = h->purge_at;
     atomic_store(&h->state, HAK_HEAP_ABANDONED);
+    if (due) hak_release_abandoned_due(due);
   }
   return released;
 }

@@ -77,9 +77,9 @@ extern hak_heap_t hak_heap_empty;
 hak_heap_t *hak_heap_thread_init(void);
 hak_heap_t *hak_heap_list(void);
 void hak_thread_done(void *heap);
-int  hak_heap_release_all(hak_heap_t *h);
+int  hak_heap_release_all(hak_heap_t *h, bool now);
 hak_heap_t *hak_heap_get(void);
-int  hak_heap_trim_abandoned(void);
+int  hak_heap_trim_abandoned(bool now);
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
 void hak_heap_collect_class(hak_heap_t *h, unsigned cls);
@@ -107,6 +107,7 @@ int  hak_shared_pool_trim(void);
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss);
 void hak_release_tick(hak_heap_t *h);
 int  hak_release_purge(hak_heap_t *h, bool force);
+void hak_release_abandoned_due(uint64_t when);
 
 /* ---- large.c and bigcache.c: blocks above HAK_MID_MAX */
 void  *hak_large_alloc(size_t size, size_t align, bool zero);

@@ -5,11 +5,21 @@
  * - A heap keeps KEEP_EMPTY_SUPERSLABS wholly empty SuperSlabs for quick
  *   reuse; any other empty SuperSlab goes to the shared pool at once,
  *   decommitted.
- * - hak_release_purge(h, true) (thread exit, malloc_trim) does all of it now.
+ * - hak_release_purge(h, true) (malloc_trim) does all of it now.
+ * - Heaps of exited threads keep the same delays; whichever thread passes
+ *   its release tick after the earliest deadline purges them.
  * Deadlines are checked on the slow paths, never on the fast paths. */
 #include "internal.h"
 
 #define REMOTE_COLLECT_EVERY 64   /* slow-path visits between sweeps of all hints */
+
+static _Atomic uint64_t abandoned_due;   /* earliest purge deadline of an abandoned heap */
+
+void hak_release_abandoned_due(uint64_t when) {
+  uint64_t cur = atomic_load_explicit(&abandoned_due, memory_order_relaxed);
+  while ((!cur || when < cur) && !atomic_compare_exchange_weak(&abandoned_due, &cur, when)) {
+  }
+}
 
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
   if (ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > (uint32_t)hak_opt(hak_option_keep_empty_superslabs)) {
@@ -67,6 +77,12 @@ int hak_release_purge(hak_heap_t *h, bool force) {
 
 void hak_release_tick(hak_heap_t *h) {
   if (++h->ticks % REMOTE_COLLECT_EVERY == 0) hak_heap_collect_all(h);
-  if (h->purge_at && hak_os_now_ms() >= h->purge_at) hak_release_purge(h, false);
+  uint64_t abandoned = atomic_load_explicit(&abandoned_due, memory_order_relaxed);
+  if (h->purge_at || abandoned) {
+    uint64_t now = hak_os_now_ms();
+    if (h->purge_at && now >= h->purge_at) hak_release_purge(h, false);
+    if (abandoned && now >= abandoned && atomic_compare_exchange_strong(&abandoned_due, &abandoned, 0))
+      hak_heap_trim_abandoned(false);
+  }
   hak_bigcache_tick();
 }

@@ -193,7 +193,19 @@ static void test_heap_adoption(void) {
   pthread_create(&t, NULL, heap_thread, NULL);
   pthread_join(t, NULL);
   CHECK(atomic_load(&exited_heap->state) == HAK_HEAP_ABANDONED, "exited thread's heap not abandoned");
-  CHECK(exited_heap->superslabs == NULL, "exited thread kept SuperSlabs");
+  /* its free memory follows the purge delay, run by another thread's tick */
+  usleep((useconds_t)(hak_option_get(hak_option_purge_delay_ms) + 50) * 1000);
+  for (int i = 0; i < 1000; i++) {
+    void *p = malloc(9000);
+    escape(p);
+    free(p);
+  }
+  CHECK(exited_heap->purge_at == 0, "exited thread's heap still has a purge pending");
+  int dirty = 0;
+  for (hak_superslab_t *ss = exited_heap->superslabs; ss; ss = ss->next) dirty += ss->dirty_units != 0;
+  CHECK(dirty == 0, "%d SuperSlabs of the exited thread still dirty", dirty);
+  hak_trim();
+  CHECK(exited_heap->superslabs == NULL, "malloc_trim left the exited thread's SuperSlabs");
   hak_heap_t *first = exited_heap;
   pthread_create(&t, NULL, heap_thread, NULL);
   pthread_join(t, NULL);
