@@ -53,8 +53,8 @@ bool hak_bigcache_put(hak_large_t *hdr) {
   return false;
 }
 
-/* The best fitting cached mapping of at least min_size bytes, wasting at most
- * a quarter of it. */
+/* The smallest cached mapping of at least min_size bytes (the caller trims
+ * what it does not need). */
 hak_large_t *hak_bigcache_take(size_t min_size) {
   while (atomic_load_explicit(&cached, memory_order_relaxed)) {
     unsigned best = HAK_BIGCACHE_SLOTS;
@@ -62,7 +62,7 @@ hak_large_t *hak_bigcache_take(size_t min_size) {
     for (unsigned i = 0; i < HAK_BIGCACHE_SLOTS; i++) {
       uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
       size_t s = slot_size(v);
-      if (!v || s < min_size || s - min_size > s / 4) continue;
+      if (!v || s < min_size) continue;
       if (best == HAK_BIGCACHE_SLOTS || s < slot_size(best_v)) {
         best = i;
         best_v = v;

@@ -62,15 +62,19 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   }
   size_t off = align > LARGE_HEADER ? align : LARGE_HEADER;
   size_t need = off + size;
+  size_t map_size = large_round(need);
   hak_large_t *hdr = hak_bigcache_take(need);
   if (HAK_STAT) hak_stats_bigcache(hdr != NULL);
   if (hdr) {
+    if (hdr->map_size / 2 > map_size) {   /* more than twice as large: give the tail back */
+      hak_os_unmap((char *)hdr + map_size, hdr->map_size - map_size);
+      hdr->map_size = map_size;
+    }
     large_set_user(hdr, (char *)hdr + off);
     if (zero) memset(hdr->user, 0, size);
     if (HAK_STAT) hak_stats_large(1, size, (int64_t)hdr->map_size);
     return hdr->user;
   }
-  size_t map_size = large_round(need);
   hdr = hak_os_map_aligned(map_size, HAK_SS_SIZE);
   if (!hdr) {
     errno = ENOMEM;
