@@ -53,6 +53,7 @@ typedef enum hak_option_e {
   hak_option_route_banner,          /* 1: describe the configuration at start-up */
   hak_option_cache_bytes,           /* unified cache budget per class, bytes */
   hak_option_cache_max,             /* most blocks one class's cache holds */
+  hak_option_cache_min,             /* blocks every class's cache may hold */
   hak_option_purge_delay_ms,        /* free slab pages are decommitted after this */
   hak_option_keep_empty_superslabs, /* empty SuperSlabs a thread keeps committed */
   hak_option_shared_pool_slots,     /* empty SuperSlabs kept (decommitted) for reuse */

@@ -37,11 +37,14 @@ void hak_size_class_init(void) {
   }
 }
 
-/* Unified cache capacity of a class for a heap created now. */
+/* Unified cache capacity of a class for a heap created now:
+ * CACHE_BYTES / size, within CACHE_MIN..CACHE_MAX, and at least 2 (a flush
+ * keeps half). */
 uint32_t hak_class_cache_cap(unsigned cls) {
   long cap = hak_opt(hak_option_cache_bytes) / (long)hak_class_size[cls];
+  if (cap < hak_opt(hak_option_cache_min)) cap = hak_opt(hak_option_cache_min);
   if (cap > hak_opt(hak_option_cache_max)) cap = hak_opt(hak_option_cache_max);
-  return cap < HAK_CACHE_MIN ? HAK_CACHE_MIN : (uint32_t)cap;
+  return cap < 2 ? 2 : (uint32_t)cap;
 }
 
 /* The smallest class that fits size and whose blocks are all aligned to align:

@@ -51,8 +51,6 @@
 #define HAK_CLASSES       (HAK_TINY_CLASSES + 7 * 8)   /* 1 KiB .. 128 KiB: 7 doublings */
 #define HAK_RECIP_SHIFT   40
 
-/* ---- unified cache: capacity = clamp(cache_bytes / size, MIN, cache_max) */
-#define HAK_CACHE_MIN     2
 
 /* ---- upper bounds of the release-policy options (options.c) */
 #define HAK_SHARED_POOL_SLOTS  64
