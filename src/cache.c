@@ -8,12 +8,12 @@
 /* Move up to want free blocks of slab s into out[]: never-used blocks first
  * (lowest address on top), then recently freed ones above them. */
 static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t want) {
-  if (atomic_load_explicit(&s->remote, memory_order_relaxed)) hak_slab_collect_remote(h, s);
+  if (atomic_load_explicit(hak_slab_remote(s), memory_order_relaxed)) hak_slab_collect_remote(h, s);
   uint32_t n = 0;
   if (s->carved < s->capacity) {
     uint32_t k = s->capacity - s->carved;
     if (k > want) k = want;
-    char *p = (char *)hak_ss_of(s) + s->start_off + (size_t)s->carved * s->block_size;
+    char *p = (char *)s->start + (size_t)s->carved * s->block_size;
     for (uint32_t i = 0; i < k; i++, p += s->block_size) {
       ((uintptr_t *)p)[1] = hak_free_mark(p);
       out[k - 1 - i] = p;

@@ -16,6 +16,10 @@ _Noreturn HAK_COLD void hak_fatal_pointer(const char *fn, const char *what, cons
   hak_os_abort();
 }
 
+HAK_COLD void hak_free_invalid(const void *p) { hak_fatal_pointer("free", "invalid pointer", p); }
+
+HAK_COLD void hak_free_double(const void *p) { hak_fatal_pointer("free", "double free of", p); }
+
 HAK_NOINLINE void hak_free_slow(void *p) {
   if (!p) return;
   uint8_t kind = hak_registry_kind((uintptr_t)p);
@@ -33,10 +37,11 @@ HAK_NOINLINE void hak_free_slow(void *p) {
 HAK_NOINLINE void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s) {
   hak_heap_t *owner = ss->owner;
   unsigned cls = s->cls;
-  void *old = atomic_load_explicit(&s->remote, memory_order_relaxed);
+  _Atomic(void *) *remote = hak_slab_remote(s - s->head_delta);
+  void *old = atomic_load_explicit(remote, memory_order_relaxed);
   do {
     *(void **)p = old;
-  } while (!atomic_compare_exchange_weak(&s->remote, &old, p));
+  } while (!atomic_compare_exchange_weak(remote, &old, p));
   if (!atomic_load(&owner->remote_hint[cls])) atomic_store(&owner->remote_hint[cls], 1);
 }
 
@@ -45,9 +50,8 @@ size_t hak_block_usable(const void *p, const char *fn) {
   uintptr_t a = (uintptr_t)p;
   uint8_t kind = hak_registry_kind(a);
   if (kind == HAK_REG_SUPERSLAB) {
-    hak_superslab_t *ss = hak_ss_of(p);
-    hak_slab_t *s = hak_slab_of(ss, a);
-    if (!hak_is_block(ss, s, a) || ((const uintptr_t *)p)[1] == hak_free_mark(p))
+    hak_slab_t *s = hak_unit_of(hak_ss_of(p), a);
+    if (!hak_is_block(s, a) || ((const uintptr_t *)p)[1] == hak_free_mark(p))
       hak_fatal_pointer(fn, "invalid pointer", p);
     return s->block_size;
   }

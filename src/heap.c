@@ -35,7 +35,7 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
 static void collect_list(hak_heap_t *h, hak_slab_t *s) {
   while (s) {
     hak_slab_t *next = s->next;
-    if (atomic_load(&s->remote)) {
+    if (atomic_load(hak_slab_remote(s))) {
       hak_slab_collect_remote(h, s);
       if (s->used == 0) {
         hak_slab_release(h, s);

@@ -10,6 +10,10 @@
 #include "os.h"
 #include "types.h"
 
+/* Everything declared here stays inside the library: the compiler may then
+ * address globals directly instead of through the GOT. */
+#pragma GCC visibility push(hidden)
+
 /* ---- init.c */
 extern uint64_t hak_secret;             /* odd, per process */
 extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec")));
@@ -123,6 +127,10 @@ int    hak_bigcache_drain(void);
 void hak_free_slow(void *p);
 void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s);
 _Noreturn void hak_fatal_pointer(const char *fn, const char *what, const void *p);
+/* The same for free's fast path; declared returning so that the calls are
+ * tail jumps and free needs no stack frame. */
+void hak_free_invalid(const void *p);
+void hak_free_double(const void *p);
 size_t hak_block_usable(const void *p, const char *fn);
 
 /* ---- alloc_aligned.c */
@@ -140,15 +148,28 @@ HAK_INLINE hak_superslab_t *hak_ss_of(const void *p) {
   return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
 }
 
-/* The slab descriptor (head of the span) of an address inside a SuperSlab. */
+/* The descriptor of the unit holding address a: enough for the free fast
+ * path (block geometry and class), not the head of a multi-unit slab. */
+HAK_INLINE hak_slab_t *hak_unit_of(hak_superslab_t *ss, uintptr_t a) {
+  _Static_assert(sizeof(hak_slab_t) == 1 << 6, "index scaled by a shift");
+  return (hak_slab_t *)((char *)ss->slabs + ((a >> (HAK_UNIT_SHIFT - 6)) & ((HAK_UNITS - 1) << 6)));
+}
+
+/* The slab (head descriptor) of an address inside a SuperSlab. */
 HAK_INLINE hak_slab_t *hak_slab_of(hak_superslab_t *ss, uintptr_t a) {
-  hak_slab_t *s = &ss->slabs[(a >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1)];
+  hak_slab_t *s = hak_unit_of(ss, a);
   return s - s->head_delta;
 }
 
-/* True when a is the start of a block of slab s (in use or not). */
-HAK_INLINE bool hak_is_block(hak_superslab_t *ss, hak_slab_t *s, uintptr_t a) {
-  uint64_t off = a - (uintptr_t)ss - s->start_off;
+HAK_INLINE _Atomic(void *) *hak_slab_remote(hak_slab_t *s) {
+  hak_superslab_t *ss = hak_ss_of(s);
+  return &ss->remote[s - ss->slabs];
+}
+
+/* True when a is the start of a block of the slab whose unit (or head)
+ * descriptor is s, in use or not. */
+HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) {
+  uint64_t off = a - s->start;
   return off < s->area && ((off * s->recip) >> HAK_RECIP_SHIFT) * s->block_size == off;
 }
 
@@ -180,6 +201,8 @@ HAK_INLINE void *hak_malloc_fast(size_t size) {
 #if HAK_STAT >= 2
       c->allocs++;
       h->counters[cls].requested += size;
+#pragma GCC visibility pop
+
 #endif
       void *p = c->items[n - 1];
       c->count = n - 1;
@@ -199,18 +222,24 @@ HAK_INLINE void hak_free_fast(void *p) {
     return;
   }
   hak_superslab_t *ss = hak_ss_of(p);
-  hak_slab_t *s = hak_slab_of(ss, a);
-  if (HAK_UNLIKELY(!hak_is_block(ss, s, a))) hak_fatal_pointer("free", "invalid pointer", p);
+  hak_slab_t *s = hak_unit_of(ss, a);
+  if (HAK_UNLIKELY(!hak_is_block(s, a))) {
+    hak_free_invalid(p);
+    return;
+  }
   uintptr_t *w = (uintptr_t *)p;
   uintptr_t mark = hak_free_mark(p);
-  if (HAK_UNLIKELY(w[1] == mark)) hak_fatal_pointer("free", "double free of", p);
+  if (HAK_UNLIKELY(w[1] == mark)) {
+    hak_free_double(p);
+    return;
+  }
   w[1] = mark;
   hak_heap_t *h = hak_tls_heap;
   if (HAK_UNLIKELY(ss->owner != h)) {
     hak_free_remote(p, ss, s);
     return;
   }
-  hak_ucache_t *c = &h->cache[s->cls];
+  hak_ucache_t *c = (hak_ucache_t *)((char *)h->cache + s->cache_off);
   HAK_PIN(c);
   uint32_t n = c->count;
   if (HAK_UNLIKELY(n == c->cap)) {
@@ -221,7 +250,11 @@ HAK_INLINE void hak_free_fast(void *p) {
   c->count = n + 1;
 #if HAK_STAT >= 2
   c->frees++;
+#pragma GCC visibility pop
+
 #endif
 }
+
+#pragma GCC visibility pop
 
 #endif

@@ -83,19 +83,22 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   uint32_t start = u == 0 ? HAK_SS_HEADER : (uint32_t)u << HAK_UNIT_SHIFT;
   uint32_t bytes = ((uint32_t)(u + (int)units) << HAK_UNIT_SHIFT) - start;
   hak_slab_t *s = &ss->slabs[u];
-  for (unsigned i = 1; i < units; i++) s[i].head_delta = (uint8_t)i;
-  s->recip = hak_recip(bs);
-  s->block_size = bs;
-  s->start_off = start;
-  s->cls = (uint8_t)cls;
-  s->head_delta = 0;
+  uint16_t capacity = (uint16_t)(bytes / bs);
+  for (unsigned i = 0; i < units; i++) {   /* what free reads, in every unit */
+    s[i].recip = hak_recip(bs);
+    s[i].start = (uintptr_t)ss + start;
+    s[i].block_size = bs;
+    s[i].area = capacity * bs;
+    s[i].cls = (uint8_t)cls;
+    s[i].cache_off = cls * (uint32_t)sizeof(hak_ucache_t);
+    s[i].head_delta = (uint8_t)i;
+  }
   s->units = (uint8_t)units;
   s->in_full = 0;
   s->used = 0;
   s->free = NULL;
-  s->capacity = (uint16_t)(bytes / bs);
+  s->capacity = capacity;
   s->carved = 0;
-  s->area = s->capacity * bs;
   hak_slab_list_push(&h->warm[cls], s);
   HAK_COUNT(h->counters[cls].slabs, 1);
   if (HAK_STAT) hak_stats_slab_bytes(cls, (int64_t)bytes);
@@ -109,7 +112,7 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   unsigned u = (unsigned)(s - ss->slabs);
   unsigned units = s->units;
   HAK_COUNT(h->counters[s->cls].slabs, -1);
-  if (HAK_STAT) hak_stats_slab_bytes(s->cls, -(int64_t)(((u + units) << HAK_UNIT_SHIFT) - s->start_off));
+  if (HAK_STAT) hak_stats_slab_bytes(s->cls, -(int64_t)((uintptr_t)ss + ((u + units) << HAK_UNIT_SHIFT) - s->start));
   for (unsigned i = 0; i < units; i++) {
     hak_slab_t *d = &s[i];
     d->block_size = 0;
@@ -132,7 +135,7 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
 
 /* Take in the whole remote-free list of s (owned by h). */
 void hak_slab_collect_remote(hak_heap_t *h, hak_slab_t *s) {
-  void *list = atomic_exchange(&s->remote, NULL);
+  void *list = atomic_exchange(hak_slab_remote(s), NULL);
   if (!list) return;
   uint32_t n = 1;
   void *last = list;

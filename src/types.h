@@ -80,13 +80,15 @@ enum { HAK_REG_FOREIGN = 0, HAK_REG_SUPERSLAB = 1, HAK_REG_LARGE = 2, HAK_REG_LA
 
 struct hak_heap_s;
 
-/* A slab descriptor. One per unit; a multi-unit slab uses its first unit's
- * descriptor (the head) and the others only point back to it with head_delta.
- * The first line is what the free fast path reads. */
+/* A slab descriptor, one per unit. A multi-unit slab keeps its state in its
+ * first unit's descriptor (the head); the other units' descriptors repeat the
+ * fields the free fast path reads (geometry, class, cache_off) and point back to the head
+ * with head_delta, so free never needs the head. */
 typedef struct hak_slab_s {
   uint64_t recip;          /* ceil(2^40 / block_size): offset -> index without division */
+  uintptr_t start;         /* address of block 0 */
   uint32_t block_size;     /* 0 when the unit is not in use */
-  uint32_t start_off;      /* offset of block 0 from the SuperSlab base */
+  uint32_t area;           /* capacity * block_size, 0 when not in use */
   uint8_t  cls;
   uint8_t  head_delta;     /* units back to the head descriptor */
   uint8_t  units;          /* span length, head only */
@@ -95,9 +97,8 @@ typedef struct hak_slab_s {
   void    *free;           /* local free list, owner only */
   uint16_t capacity;       /* blocks in the slab */
   uint16_t carved;         /* blocks taken from the never-used tail so far */
-  uint32_t area;           /* capacity * block_size, 0 when not in use */
+  uint32_t cache_off;      /* cls * sizeof(hak_ucache_t): the class's cache in a heap */
   struct hak_slab_s *next, *prev;   /* warm-pool or full list of the owning heap */
-  _Atomic(void *) remote;  /* blocks freed by other threads */
 } hak_slab_t;
 
 typedef struct hak_superslab_s {
@@ -108,6 +109,9 @@ typedef struct hak_superslab_s {
   struct hak_superslab_s *next, *prev;   /* owning heap's list */
   uint64_t pad[3];
   hak_slab_t slabs[HAK_UNITS];
+  /* blocks freed by other threads, per slab (at its head unit); apart from
+   * the descriptors so that remote frees do not share their cache lines */
+  _Alignas(64) _Atomic(void *) remote[HAK_UNITS];
 } hak_superslab_t;
 
 _Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");

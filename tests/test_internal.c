@@ -80,8 +80,8 @@ static void test_registry(void) {
   hak_superslab_t *ss = hak_ss_of(p);
   CHECK(ss->owner == hak_tls_heap, "SuperSlab not owned by this thread's heap");
   hak_slab_t *s = hak_slab_of(ss, (uintptr_t)p);
-  CHECK(hak_is_block(ss, s, (uintptr_t)p), "block check rejects a block");
-  CHECK(!hak_is_block(ss, s, (uintptr_t)p + 16), "block check accepts an interior pointer");
+  CHECK(hak_is_block(s, (uintptr_t)p), "block check rejects a block");
+  CHECK(!hak_is_block(s, (uintptr_t)p + 16), "block check accepts an interior pointer");
   free(p);
   free(big);
 }
@@ -108,11 +108,11 @@ static void test_remote_free(void) {
   pthread_t t;
   pthread_create(&t, NULL, remote_free_thread, NULL);
   pthread_join(t, NULL);
-  CHECK(atomic_load(&s->remote) != NULL, "remote frees did not reach the slab's remote list");
+  CHECK(atomic_load(hak_slab_remote(s)) != NULL, "remote frees did not reach the slab's remote list");
   CHECK(atomic_load(&h->remote_hint[cls]) == 1, "owner not hinted");
   CHECK(s->used == used_before, "remote free changed the owner's count");
   hak_heap_collect_class(h, cls);
-  CHECK(atomic_load(&s->remote) == NULL || s->used == 0, "collect left the remote list");
+  CHECK(atomic_load(hak_slab_remote(s)) == NULL || s->used == 0, "collect left the remote list");
   /* the memory is reused by the owner: the new blocks land on the old ones */
   static void *again[REMOTE_N];
   for (int i = 0; i < REMOTE_N; i++) again[i] = malloc(48);
