@@ -69,7 +69,7 @@ extern uint32_t hak_class_size[HAK_CLASSES];
 extern uint8_t  hak_class_units[HAK_CLASSES];
 uint32_t hak_class_cache_cap(unsigned cls);
 void     hak_size_class_init(void);
-uint64_t hak_recip(uint32_t divisor);
+uint64_t hak_odd_inverse(uint32_t divisor);
 int      hak_class_for_aligned(size_t size, size_t align);   /* -1: not a slab size */
 
 /* ---- registry.c */
@@ -167,10 +167,15 @@ HAK_INLINE _Atomic(void *) *hak_slab_remote(hak_slab_t *s) {
 }
 
 /* True when a is the start of a block of the slab whose unit (or head)
- * descriptor is s, in use or not. */
+ * descriptor is s, in use or not. With block_size = odd << shift and inverse
+ * the odd part's inverse mod 2^64, rotating off * inverse right by shift
+ * gives off / block_size when block_size divides off, and a number above
+ * 2^64 / block_size (so above any limit) when it does not; offsets below the
+ * start wrap to huge ones. One multiply, one rotate, one compare. */
 HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) {
-  uint64_t off = a - s->start;
-  return off < s->area && ((off * s->recip) >> HAK_RECIP_SHIFT) * s->block_size == off;
+  uint64_t x = (a - s->start) * s->inverse;
+  unsigned k = s->shift;
+  return ((x >> k) | (x << ((64 - k) & 63))) < s->limit;
 }
 
 /* The mark a free block carries in its second word. */

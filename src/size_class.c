@@ -15,9 +15,14 @@ static uint32_t class_size_formula(unsigned c) {
   return (1u << b) + k * (1u << (b - 3u));
 }
 
-/* Exact for every offset below 2^21 and divisor up to 2^17:
- * the error term offset * (d - 2^40 mod d) stays below 2^40. */
-uint64_t hak_recip(uint32_t divisor) { return ((uint64_t)1 << HAK_RECIP_SHIFT) / divisor + 1; }
+/* The inverse mod 2^64 of divisor's odd part (Newton's iteration doubles
+ * the correct low bits each step: 3 -> 6 -> ... -> 96). */
+uint64_t hak_odd_inverse(uint32_t divisor) {
+  uint64_t d = divisor >> __builtin_ctz(divisor);
+  uint64_t x = d;
+  for (int i = 0; i < 5; i++) x *= 2 - d * x;
+  return x;
+}
 
 void hak_size_class_init(void) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) {

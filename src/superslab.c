@@ -85,12 +85,13 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   hak_slab_t *s = &ss->slabs[u];
   uint16_t capacity = (uint16_t)(bytes / bs);
   for (unsigned i = 0; i < units; i++) {   /* what free reads, in every unit */
-    s[i].recip = hak_recip(bs);
+    s[i].inverse = hak_odd_inverse(bs);
+    s[i].shift = (uint8_t)__builtin_ctz(bs);
     s[i].start = (uintptr_t)ss + start;
     s[i].block_size = bs;
-    s[i].area = capacity * bs;
+    s[i].limit = capacity;
     s[i].cls = (uint8_t)cls;
-    s[i].cache_off = cls * (uint32_t)sizeof(hak_ucache_t);
+    s[i].cache_off = (uint16_t)(cls * sizeof(hak_ucache_t));
     s[i].head_delta = (uint8_t)i;
   }
   s->units = (uint8_t)units;
@@ -116,8 +117,7 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   for (unsigned i = 0; i < units; i++) {
     hak_slab_t *d = &s[i];
     d->block_size = 0;
-    d->area = 0;
-    d->recip = 0;
+    d->limit = 0;
     d->head_delta = 0;
     d->free = NULL;
     d->used = 0;

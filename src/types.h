@@ -49,7 +49,6 @@
 #define HAK_TINY_CLASSES  32
 #define HAK_MID_MAX       ((size_t)128 * 1024)
 #define HAK_CLASSES       (HAK_TINY_CLASSES + 7 * 8)   /* 1 KiB .. 128 KiB: 7 doublings */
-#define HAK_RECIP_SHIFT   40
 
 
 /* ---- upper bounds of the release-policy options (options.c) */
@@ -85,19 +84,21 @@ struct hak_heap_s;
  * fields the free fast path reads (geometry, class, cache_off) and point back to the head
  * with head_delta, so free never needs the head. */
 typedef struct hak_slab_s {
-  uint64_t recip;          /* ceil(2^40 / block_size): offset -> index without division */
+  uint64_t inverse;        /* of block_size's odd part, mod 2^64 (hak_is_block) */
   uintptr_t start;         /* address of block 0 */
   uint32_t block_size;     /* 0 when the unit is not in use */
-  uint32_t area;           /* capacity * block_size, 0 when not in use */
+  uint32_t limit;          /* blocks in the slab, 0 when the unit is not in use */
   uint8_t  cls;
   uint8_t  head_delta;     /* units back to the head descriptor */
   uint8_t  units;          /* span length, head only */
-  uint8_t  in_full;        /* 1: on the heap's full list, 0: on the warm list */
+  uint8_t  shift;          /* trailing zero bits of block_size */
   uint32_t used;           /* blocks handed out (to the unified cache or the program) */
   void    *free;           /* local free list, owner only */
   uint16_t capacity;       /* blocks in the slab */
   uint16_t carved;         /* blocks taken from the never-used tail so far */
-  uint32_t cache_off;      /* cls * sizeof(hak_ucache_t): the class's cache in a heap */
+  uint8_t  in_full;        /* 1: on the heap's full list, 0: on the warm list */
+  uint8_t  reserved;
+  uint16_t cache_off;      /* cls * sizeof(hak_ucache_t): the class's cache in a heap */
   struct hak_slab_s *next, *prev;   /* warm-pool or full list of the owning heap */
 } hak_slab_t;
 

@@ -1,4 +1,4 @@
-/* Unit tests of hakmem's internals: size classes, the reciprocal block check,
+/* Unit tests of hakmem's internals: size classes, the block check,
  * the registry, remote frees, slab and SuperSlab release, the large path and
  * heap adoption. Linked against the static library with the override on. */
 #include <pthread.h>
@@ -43,15 +43,24 @@ static void test_size_classes(void) {
   CHECK(misaligned == 0, "%d classes are not multiples of 16", misaligned);
 }
 
-static void test_reciprocal(void) {
+/* hak_is_block against division, for every class, every offset in a
+ * SuperSlab and offsets just below the slab start. */
+static void test_block_check(void) {
   long wrong = 0;
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     uint32_t d = hak_class_size[c];
-    uint64_t r = hak_recip(d);
-    for (uint64_t off = 0; off < HAK_SS_SIZE; off++)
-      if (((off * r) >> HAK_RECIP_SHIFT) != off / d) wrong++;
+    hak_slab_t s = {.inverse = hak_odd_inverse(d), .shift = (uint8_t)__builtin_ctz(d), .start = HAK_SS_SIZE,
+                    .block_size = d, .limit = (uint32_t)((HAK_SS_SIZE - HAK_SS_HEADER) / d)};
+    for (uint64_t off = 0; off < HAK_SS_SIZE; off++) {
+      bool want = off % d == 0 && off / d < s.limit;
+      if (hak_is_block(&s, s.start + off) != want) wrong++;
+    }
+    for (uint64_t below = 1; below <= 4 * d; below++) wrong += hak_is_block(&s, s.start - below);
+    hak_slab_t unused = s;
+    unused.limit = 0;
+    wrong += hak_is_block(&unused, s.start);
   }
-  CHECK(wrong == 0, "reciprocal division wrong for %ld offsets", wrong);
+  CHECK(wrong == 0, "block check wrong for %ld addresses", wrong);
 }
 
 static void test_aligned_classes(void) {
@@ -217,7 +226,7 @@ int main(void) {
   escape(first);
   free(first);
   test_size_classes();
-  test_reciprocal();
+  test_block_check();
   test_aligned_classes();
   test_registry();
   test_remote_free();
