@@ -194,7 +194,8 @@ HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
 #define HAK_PIN(p) __asm__("" : "+r"(p))
 
 /* malloc: thread-local heap, class from a table, pop the class's unified
- * cache: 18 instructions on x86-64 (STAT=2 adds a counter: 19). */
+ * cache: 20 instructions with the return on x86-64 in libhakmem.so (gcc 12,
+ * -O2; STAT=2 adds one). */
 HAK_INLINE void *hak_malloc_fast(size_t size) {
   hak_heap_t *h = hak_tls_heap;
   if (HAK_LIKELY(size <= HAK_TINY_MAX)) {
@@ -218,8 +219,10 @@ HAK_INLINE void *hak_malloc_fast(size_t size) {
   return hak_malloc_slow(size);
 }
 
-/* free: registry byte, slab descriptor by address arithmetic, block and
- * double-free check, owner compare, push on the unified cache. */
+/* free: registry byte, unit descriptor by address arithmetic, block and
+ * double-free check, owner compare, push on the unified cache: 42
+ * instructions with the return in libhakmem.so (gcc 12, -O2), no call, no
+ * atomic, no stack frame. */
 HAK_INLINE void hak_free_fast(void *p) {
   uintptr_t a = (uintptr_t)p;
   if (HAK_UNLIKELY(hak_registry_kind(a) != HAK_REG_SUPERSLAB)) {
