@@ -113,7 +113,7 @@ const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_M
   X(os_map_bytes, "bytes mapped")                                          \
   X(os_unmaps, "munmap calls")                                             \
   X(os_unmap_bytes, "bytes unmapped")                                      \
-  X(os_decommits, "madvise(MADV_DONTNEED) calls")                          \
+  X(os_decommits, "madvise calls giving pages back (MADV_DONTNEED)")       \
   X(os_decommit_bytes, "bytes returned with madvise")                      \
   X(os_remaps, "mremap calls")                                             \
   X(rss, "resident set size now, bytes")                                   \

@@ -13,10 +13,7 @@ static void thp_mode(hak_out_t *o) {
     hak_out_str(o, "unknown");
     return;
   }
-  for (const char *c = open + 1; c < close; c++) {
-    char one[2] = {*c, 0};
-    hak_out_str(o, one);
-  }
+  hak_out_chars(o, open + 1, (size_t)(close - open - 1));
 }
 
 void hak_banner_print(void) {

@@ -29,6 +29,11 @@ void hak_out_str(hak_out_t *o, const char *s) {
   while (*s) put(o, *s++);
 }
 
+/* The n characters at s (not NUL-ended). */
+void hak_out_chars(hak_out_t *o, const char *s, size_t n) {
+  while (n--) put(o, *s++);
+}
+
 /* Unsigned decimal, right-aligned in width columns (0: no padding). */
 void hak_out_u64w(hak_out_t *o, uint64_t v, unsigned width) {
   char digits[21];

@@ -30,6 +30,7 @@ typedef struct hak_out_s {
 void hak_out_init(hak_out_t *o, hak_write_fn *write, void *arg);
 void hak_out_flush(hak_out_t *o);
 void hak_out_str(hak_out_t *o, const char *s);
+void hak_out_chars(hak_out_t *o, const char *s, size_t n);
 void hak_out_u64(hak_out_t *o, uint64_t v);
 void hak_out_u64w(hak_out_t *o, uint64_t v, unsigned width);
 void hak_out_i64(hak_out_t *o, int64_t v);

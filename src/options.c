@@ -71,13 +71,9 @@ static void apply_profile(void) {
 
 /* The n-th choice of "a|b|c" into o. */
 static void put_choice(hak_out_t *o, const char *choices, long n) {
-  for (const char *c = choices; *c; c++) {
-    if (*c == '|') n--;
-    else if (n == 0) {
-      char one[2] = {*c, 0};
-      hak_out_str(o, one);
-    }
-  }
+  for (; n > 0 && *choices; choices++)
+    if (*choices == '|') n--;
+  hak_out_chars(o, choices, strcspn(choices, "|"));
 }
 
 void hak_option_format(hak_out_t *o, hak_option_t option, long value) {
@@ -183,10 +179,7 @@ static void warn_unknown(const char *entry) {
   hak_out_t o;
   hak_out_init(&o, NULL, NULL);
   hak_out_str(&o, "hakmem: warning: unknown option ");
-  for (const char *c = entry; *c && *c != '='; c++) {
-    char one[2] = {*c, 0};
-    hak_out_str(&o, one);
-  }
+  hak_out_chars(&o, entry, strcspn(entry, "="));
   hak_out_str(&o, " ignored\n");
 }
 
