@@ -150,7 +150,6 @@ typedef struct hak_heap_s {
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
   struct hak_heap_s *next_heap;        /* global list of heaps, never unlinked */
-  size_t       map_size;
   _Atomic int  state;
   _Alignas(64) _Atomic uint8_t remote_hint[HAK_CLASSES];  /* set by remote frees */
 } hak_heap_t;
