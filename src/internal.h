@@ -208,8 +208,6 @@ HAK_INLINE void *hak_malloc_fast(size_t size) {
 #if HAK_STAT >= 2
       c->allocs++;
       h->counters[cls].requested += size;
-#pragma GCC visibility pop
-
 #endif
       void *p = c->items[n - 1];
       c->count = n - 1;
@@ -259,8 +257,6 @@ HAK_INLINE void hak_free_fast(void *p) {
   c->count = n + 1;
 #if HAK_STAT >= 2
   c->frees++;
-#pragma GCC visibility pop
-
 #endif
 }
 
