@@ -10,7 +10,7 @@
 CC      ?= cc
 CXX     ?= c++
 CSTD    := -std=c11 -D_GNU_SOURCE
-WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+WARN    := -Werror -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 OPT     := -O2 -g
 STAT    ?= 1     # statistics level: 0 none, 1 counters, 2 also bytes requested
 LIBFLAGS := -fPIC -fvisibility=hidden -fno-plt -ftls-model=initial-exec -fexceptions
