@@ -188,6 +188,34 @@ static void test_large(void) {
   CHECK(hak_registry_kind((uintptr_t)e) == HAK_REG_FOREIGN, "freed huge-aligned block still registered");
 }
 
+/* A freed large block stays mapped in the BigCache for BIGCACHE_DELAY_MS,
+ * then the next slow path unmaps it; blocks above BIGCACHE_MAX_BLOCK are
+ * unmapped at once. */
+static void test_bigcache_expiry(void) {
+  long old_delay = hak_option_get(hak_option_bigcache_delay_ms);
+  CHECK(hak_option_set(hak_option_bigcache_delay_ms, 30) == 0, "set BigCache delay");
+  char *a = malloc(5u << 20);
+  uintptr_t a_at = (uintptr_t)a;
+  escape(a);
+  free(a);
+  CHECK(hak_registry_kind(a_at) == HAK_REG_LARGE, "freed large block not kept in the BigCache");
+  usleep(80 * 1000);
+  char *b = malloc(300000); /* the large path runs the BigCache tick first */
+  escape(b);
+  CHECK(hak_registry_kind(a_at) == HAK_REG_FOREIGN, "expired BigCache entry still mapped");
+  free(b);
+  hak_option_set(hak_option_bigcache_delay_ms, old_delay);
+
+  long old_max = hak_option_get(hak_option_bigcache_max_block);
+  hak_option_set(hak_option_bigcache_max_block, 1 << 20);
+  char *c = malloc(3u << 20);
+  uintptr_t c_at = (uintptr_t)c;
+  escape(c);
+  free(c);
+  CHECK(hak_registry_kind(c_at) == HAK_REG_FOREIGN, "block above BIGCACHE_MAX_BLOCK was cached");
+  hak_option_set(hak_option_bigcache_max_block, old_max);
+}
+
 static hak_heap_t *exited_heap;
 static void *heap_thread(void *arg) {
   void *p = malloc(64);
@@ -232,6 +260,7 @@ int main(void) {
   test_remote_free();
   test_release();
   test_large();
+  test_bigcache_expiry();
   test_heap_adoption();
   return test_done("internal");
 }
