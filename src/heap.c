@@ -124,16 +124,22 @@ int hak_heap_release_all(hak_heap_t *h, bool now) {
   return hak_release_purge(h, now);
 }
 
+/* Release what h does not use and leave it abandoned; a purge it still
+ * has pending is left to other threads' release ticks. */
+static int heap_release_and_leave(hak_heap_t *h, bool now) {
+  int released = hak_heap_release_all(h, now);
+  uint64_t due = h->purge_at;
+  atomic_store(&h->state, HAK_HEAP_ABANDONED);
+  if (due) hak_release_abandoned_due(due);
+  return released;
+}
+
 /* pthread key destructor: the thread is exiting. Its memory follows the
  * usual delays (the next new thread is likely to adopt the heap and want it
  * back); other threads' release ticks purge it when the delays run out. */
 void hak_thread_done(void *arg) {
-  hak_heap_t *h = arg;
   hak_tls_heap = &hak_heap_empty;
-  hak_heap_release_all(h, false);
-  uint64_t due = h->purge_at;
-  atomic_store(&h->state, HAK_HEAP_ABANDONED);
-  if (due) hak_release_abandoned_due(due);
+  heap_release_and_leave(arg, false);
 }
 
 /* Collect the heaps of exited threads that no thread has adopted yet: all
@@ -143,10 +149,7 @@ int hak_heap_trim_abandoned(bool now) {
   for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap) {
     int expected = HAK_HEAP_ABANDONED;
     if (!atomic_compare_exchange_strong(&h->state, &expected, HAK_HEAP_COLLECTING)) continue;
-    released |= hak_heap_release_all(h, now);
-    uint64_t due = h->purge_at;
-    atomic_store(&h->state, HAK_HEAP_ABANDONED);
-    if (due) hak_release_abandoned_due(due);
+    released |= heap_release_and_leave(h, now);
   }
   return released;
 }

@@ -139,16 +139,15 @@ void *hak_large_realloc(void *p, size_t size) {
     return p;
   }
   size_t map_size = large_round(need);
-  if (HAK_STAT) hak_stats_large(0, 0, (int64_t)map_size - (int64_t)hdr->map_size);
+  int64_t grown = (int64_t)map_size - (int64_t)hdr->map_size;
   if (hak_os_remap_inplace(hdr, hdr->map_size, map_size) == 0) {
     hdr->map_size = map_size;
+    if (HAK_STAT) hak_stats_large(0, 0, grown);
     return p;
   }
   hak_large_t *moved = hak_os_remap_aligned(hdr, hdr->map_size, map_size, HAK_SS_SIZE);
-  if (!moved) {
-    if (HAK_STAT) hak_stats_large(0, 0, (int64_t)hdr->map_size - (int64_t)map_size);
-    return NULL;
-  }
+  if (!moved) return NULL;
+  if (HAK_STAT) hak_stats_large(0, 0, grown);
   hak_registry_set((uintptr_t)moved, HAK_REG_LARGE);
   hak_registry_set((uintptr_t)hdr, HAK_REG_FOREIGN);
   moved->map_base = (uintptr_t)moved;
