@@ -5,26 +5,28 @@
 
 #include "internal.h"
 
-/* Move up to want free blocks of slab s into out[]: never-used blocks first
- * (lowest address on top), then recently freed ones above them. */
+/* Move up to want free blocks of slab s into out[]: freed blocks first, then
+ * never-used ones from the uncarved tail (lowest address on top), so that a
+ * slab's untouched pages stay untouched while it has blocks to reuse. */
 static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t want) {
   if (atomic_load_explicit(hak_slab_remote(s), memory_order_relaxed)) hak_slab_collect_remote(h, s);
   uint32_t n = 0;
-  if (s->carved < s->capacity) {
+  while (n < want && s->free) {
+    void *p = s->free;
+    s->free = *(void **)p;
+    out[n++] = p;
+  }
+  if (n < want && s->carved < s->capacity) {
     uint32_t k = s->capacity - s->carved;
-    if (k > want) k = want;
+    if (k > want - n) k = want - n;
     char *p = (char *)s->start + (size_t)s->carved * s->block_size;
+    memmove(out + k, out, n * sizeof(void *));
     for (uint32_t i = 0; i < k; i++, p += s->block_size) {
       ((uintptr_t *)p)[1] = hak_free_mark(p);
       out[k - 1 - i] = p;
     }
     s->carved = (uint16_t)(s->carved + k);
-    n = k;
-  }
-  while (n < want && s->free) {
-    void *p = s->free;
-    s->free = *(void **)p;
-    out[n++] = p;
+    n += k;
   }
   s->used += n;
   HAK_COUNT(h->counters[s->cls].used_blocks, n);
