@@ -9,7 +9,6 @@
  * never-used ones from the uncarved tail (lowest address on top), so that a
  * slab's untouched pages stay untouched while it has blocks to reuse. */
 static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t want) {
-  if (atomic_load_explicit(hak_slab_remote(s), memory_order_relaxed)) hak_slab_collect_remote(h, s);
   uint32_t n = 0;
   while (n < want && s->free) {
     void *p = s->free;
@@ -36,10 +35,10 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
 
 static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   hak_release_tick(h);
-  hak_heap_collect_class(h, cls);
   hak_ucache_t *c = &h->cache[cls];
   uint32_t want = c->cap / 2;
   HAK_COUNT(h->counters[cls].refills, 1);
+  c->count += hak_heap_take_remote(h, cls, c->items + c->count, c->cap - c->cap / 4 - c->count);
   while (c->count < want) {
     hak_slab_t *s = h->warm[cls];
     if (!s && !(s = hak_slab_new(h, cls))) break;

@@ -30,19 +30,57 @@ HAK_NOINLINE void hak_free_slow(void *p) {
   hak_fatal_pointer("free", "invalid pointer", p);
 }
 
+/* Push the chain head..tail (linked through first words) of blocks of
+ * class cls on owner's inbox. An abandoned owner gets a purge deadline so
+ * that some thread's release tick takes the blocks back in. */
+static void inbox_push(hak_heap_t *owner, unsigned cls, void *head, void *tail) {
+  _Atomic(void *) *inbox = &owner->inbox[cls];
+  void *old = atomic_load_explicit(inbox, memory_order_relaxed);
+  do {
+    *(void **)tail = old;
+  } while (!atomic_compare_exchange_weak_explicit(inbox, &old, head, memory_order_release, memory_order_relaxed));
+  if (atomic_load_explicit(&owner->state, memory_order_relaxed) != HAK_HEAP_ACTIVE)
+    hak_release_abandoned_due(hak_os_now_ms() + (uint64_t)hak_opt(hak_option_purge_delay_ms));
+}
+
+static void batch_flush(hak_remote_batch_t *b, unsigned cls) {
+  if (!b->count) return;
+  inbox_push(b->owner, cls, b->head, b->tail);
+  b->owner = NULL;
+  b->head = b->tail = NULL;
+  b->count = 0;
+}
+
+void hak_remote_flush_all(hak_heap_t *h) {
+  for (unsigned c = 0; c < HAK_CLASSES; c++) batch_flush(&h->outgoing[c], c);
+}
+
 /* A block of a slab owned by another heap (or by an exited thread's heap):
- * push it on the slab's remote list, then hint the owner. The owner and class
- * are read before the push; after it the slab may be released at any time,
- * but heaps are never unmapped. */
+ * add it to this thread's batch for that heap and class. The SuperSlab's
+ * owner is stable while the block is in use, and heaps are never unmapped.
+ * A thread without a heap gets one; if it adopts the owner, the block is
+ * simply a local free. */
 HAK_NOINLINE void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s) {
   hak_heap_t *owner = ss->owner;
   unsigned cls = s->cls;
-  _Atomic(void *) *remote = hak_slab_remote(s - s->head_delta);
-  void *old = atomic_load_explicit(remote, memory_order_relaxed);
-  do {
-    *(void **)p = old;
-  } while (!atomic_compare_exchange_weak(remote, &old, p));
-  if (!atomic_load(&owner->remote_hint[cls])) atomic_store(&owner->remote_hint[cls], 1);
+  hak_heap_t *h = hak_heap_get();
+  if (h == owner) {
+    hak_slab_put_local(h, p);
+    return;
+  }
+  if (HAK_UNLIKELY(!h)) {
+    inbox_push(owner, cls, p, p);
+    return;
+  }
+  hak_remote_batch_t *b = &h->outgoing[cls];
+  if (b->owner != owner) {
+    batch_flush(b, cls);
+    b->owner = owner;
+    b->tail = p;
+  }
+  *(void **)p = b->head;
+  b->head = p;
+  if (++b->count >= b->limit) batch_flush(b, cls);
 }
 
 /* Usable size of a block, after checking it is one of ours and in use. */

@@ -1,10 +1,10 @@
 /* Thread heaps: creation, adoption of heaps left by exited threads, the
- * warm pool and full list of each class, and collection of remote frees.
+ * warm pool and full list of each class, and the inbox of remote frees.
  *
  * A heap is never unmapped: a thread that exits returns its caches and empty
  * memory and marks its heap abandoned; the next new thread adopts it with the
- * slabs still in it. Other threads may keep writing remote-free hints into an
- * abandoned heap, which is why it must stay mapped. */
+ * slabs still in it. Other threads may keep pushing freed blocks on the inbox
+ * of an abandoned heap, which is why it must stay mapped. */
 #include <errno.h>
 
 #include "internal.h"
@@ -30,37 +30,29 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
   s->next = s->prev = NULL;
 }
 
-/* ---- remote frees */
+/* ---- remote frees: other threads push batches of this heap's blocks on
+ * the inbox of their class (free.c); the owner takes them in here */
 
-static void collect_list(hak_heap_t *h, hak_slab_t *s) {
-  while (s) {
-    hak_slab_t *next = s->next;
-    if (atomic_load(hak_slab_remote(s))) {
-      hak_slab_collect_remote(h, s);
-      if (s->used == 0) {
-        hak_slab_release(h, s);
-      } else if (s->in_full) {
-        hak_slab_list_remove(&h->full[s->cls], s);
-        s->in_full = 0;
-        hak_slab_list_push(&h->warm[s->cls], s);
-      }
-    }
-    s = next;
+/* Take the inbox of class cls: up to room blocks into out[] (they stay in
+ * use as far as their slabs know, like any cached block), the rest back to
+ * their slabs. Returns the number put in out[]. */
+uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room) {
+  if (!atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) return 0;
+  void *list = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
+  uint32_t n = 0, taken = 0;
+  while (list) {
+    void *p = list;
+    list = *(void **)p;
+    n++;
+    if (taken < room) out[taken++] = p;
+    else hak_slab_put_local(h, p);
   }
-}
-
-/* Take in the blocks other threads freed into this class's slabs, if the hint
- * says there are any. The hint is cleared before the lists are read, and a
- * remote free sets it after its push, so no free is missed for good. */
-void hak_heap_collect_class(hak_heap_t *h, unsigned cls) {
-  if (!atomic_load_explicit(&h->remote_hint[cls], memory_order_relaxed)) return;
-  atomic_exchange(&h->remote_hint[cls], 0);
-  collect_list(h, h->full[cls]);
-  collect_list(h, h->warm[cls]);
+  HAK_COUNT(h->counters[cls].remote_received, n);
+  return taken;
 }
 
 void hak_heap_collect_all(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_heap_collect_class(h, c);
+  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_heap_take_remote(h, c, NULL, 0);
 }
 
 /* ---- lifecycle */
@@ -77,6 +69,7 @@ static hak_heap_t *heap_new(void) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     h->cache[c].items = it;
     h->cache[c].cap = caps[c];
+    h->outgoing[c].limit = caps[c] >= 8 ? caps[c] / 4 : 1;
     it += caps[c];
   }
   hak_heap_t *old = atomic_load(&heaps);
@@ -110,17 +103,15 @@ hak_heap_t *hak_heap_get(void) {
   return HAK_LIKELY(h != &hak_heap_empty) ? h : hak_heap_thread_init();
 }
 
-/* Return what the heap holds and does not use: cached blocks go back to
- * their slabs, remote frees are collected, empty slabs are scheduled for
- * decommit. With now set, everything is decommitted or passed to the shared
- * pool at once. Returns nonzero if memory went back to the OS. */
+/* Return what the heap holds and does not use: cached blocks and the inbox
+ * go back to their slabs, batches of other heaps' blocks to their owners,
+ * empty slabs are scheduled for decommit. With now set, everything is
+ * decommitted or passed to the shared pool at once. Returns nonzero if
+ * memory went back to the OS. */
 int hak_heap_release_all(hak_heap_t *h, bool now) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    hak_cache_flush(h, c, h->cache[c].count);
-    atomic_store(&h->remote_hint[c], 0);
-    collect_list(h, h->full[c]);
-    collect_list(h, h->warm[c]);
-  }
+  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_flush(h, c, h->cache[c].count);
+  hak_heap_collect_all(h);
+  hak_remote_flush_all(h);
   return hak_release_purge(h, now);
 }
 

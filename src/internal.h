@@ -87,7 +87,7 @@ hak_heap_t *hak_heap_get(void);
 int  hak_heap_trim_abandoned(bool now);
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
-void hak_heap_collect_class(hak_heap_t *h, unsigned cls);
+uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room);
 void hak_heap_collect_all(hak_heap_t *h);
 
 /* ---- cache.c: unified cache refill and flush (the tiny/mid slow paths) */
@@ -100,7 +100,6 @@ void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);
 void hak_slab_put_local(hak_heap_t *h, void *p);
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s);
-void hak_slab_collect_remote(hak_heap_t *h, hak_slab_t *s);
 void hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss);
 
 /* ---- shared_pool.c: empty SuperSlabs passed between threads */
@@ -127,6 +126,7 @@ int    hak_bigcache_drain(void);
 /* ---- free.c */
 void hak_free_slow(void *p);
 void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s);
+void hak_remote_flush_all(hak_heap_t *h);
 _Noreturn void hak_fatal_pointer(const char *fn, const char *what, const void *p);
 /* The same for free's fast path; declared returning so that the calls are
  * tail jumps and free needs no stack frame. */
@@ -160,11 +160,6 @@ HAK_INLINE hak_slab_t *hak_unit_of(hak_superslab_t *ss, uintptr_t a) {
 HAK_INLINE hak_slab_t *hak_slab_of(hak_superslab_t *ss, uintptr_t a) {
   hak_slab_t *s = hak_unit_of(ss, a);
   return s - s->head_delta;
-}
-
-HAK_INLINE _Atomic(void *) *hak_slab_remote(hak_slab_t *s) {
-  hak_superslab_t *ss = hak_ss_of(s);
-  return &ss->remote[s - ss->slabs];
 }
 
 /* True when a is the start of a block of the slab whose unit (or head)

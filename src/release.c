@@ -11,7 +11,7 @@
  * Deadlines are checked on the slow paths, never on the fast paths. */
 #include "internal.h"
 
-#define REMOTE_COLLECT_EVERY 64   /* slow-path visits between sweeps of all hints */
+#define REMOTE_COLLECT_EVERY 64   /* slow-path visits between sweeps of inboxes and batches */
 
 static _Atomic uint64_t abandoned_due;   /* earliest purge deadline of an abandoned heap */
 
@@ -76,7 +76,10 @@ int hak_release_purge(hak_heap_t *h, bool force) {
 }
 
 void hak_release_tick(hak_heap_t *h) {
-  if (++h->ticks % REMOTE_COLLECT_EVERY == 0) hak_heap_collect_all(h);
+  if (++h->ticks % REMOTE_COLLECT_EVERY == 0) {
+    hak_heap_collect_all(h);
+    hak_remote_flush_all(h);
+  }
   uint64_t abandoned = atomic_load_explicit(&abandoned_due, memory_order_relaxed);
   if (h->purge_at || abandoned) {
     uint64_t now = hak_os_now_ms();

@@ -1,6 +1,6 @@
 /* SuperSlabs and the slabs carved from them. A SuperSlab belongs to one heap;
  * only that heap carves, fills and releases its slabs, so none of this needs
- * atomics except the remote-free list of each slab. */
+ * atomics (blocks freed by other threads reach the heap's inbox, heap.c). */
 #include "internal.h"
 
 static void ss_list_push(hak_superslab_t **list, hak_superslab_t *ss) {
@@ -131,23 +131,6 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   ss->dirty_units |= span;
   if (ss->free_units == HAK_UNITS_ALL) h->empty_superslabs++;
   hak_release_schedule(h, ss);
-}
-
-/* Take in the whole remote-free list of s (owned by h). */
-void hak_slab_collect_remote(hak_heap_t *h, hak_slab_t *s) {
-  void *list = atomic_exchange(hak_slab_remote(s), NULL);
-  if (!list) return;
-  uint32_t n = 1;
-  void *last = list;
-  while (*(void **)last) {
-    last = *(void **)last;
-    n++;
-  }
-  *(void **)last = s->free;
-  s->free = list;
-  s->used -= n;
-  HAK_COUNT(h->counters[s->cls].used_blocks, -(uint64_t)n);
-  HAK_COUNT(h->counters[s->cls].remote_received, n);
 }
 
 /* Give a block freed by its owner back to its slab. */

@@ -110,9 +110,6 @@ typedef struct hak_superslab_s {
   struct hak_superslab_s *next, *prev;   /* owning heap's list */
   uint64_t pad[3];
   hak_slab_t slabs[HAK_UNITS];
-  /* blocks freed by other threads, per slab (at its head unit); apart from
-   * the descriptors so that remote frees do not share their cache lines */
-  _Alignas(64) _Atomic(void *) remote[HAK_UNITS];
 } hak_superslab_t;
 
 _Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
@@ -138,11 +135,23 @@ typedef struct hak_ucache_s {
 #define HAK_COUNTER_FIELD_(name) uint64_t name;
 typedef struct hak_class_counters_s { HAK_HEAP_CLASS_COUNTERS(HAK_COUNTER_FIELD_) } hak_class_counters_t;
 
+/* A thread's batch of freed blocks that belong to one other heap, all of one
+ * class, linked through their first word; it goes to the owner's inbox with
+ * one CAS when it is full, when a block of another owner comes, or when the
+ * thread passes a slow path sweep, trims or exits. */
+typedef struct hak_remote_batch_s {
+  struct hak_heap_s *owner;
+  void    *head, *tail;
+  uint32_t count;
+  uint32_t limit;          /* a quarter of the class's cache capacity, at least 1 */
+} hak_remote_batch_t;
+
 enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };
 
 typedef struct hak_heap_s {
   hak_ucache_t cache[HAK_CLASSES];     /* the fast paths touch only this */
   hak_class_counters_t counters[HAK_CLASSES];
+  hak_remote_batch_t outgoing[HAK_CLASSES];  /* blocks of other heaps freed here */
   hak_slab_t  *warm[HAK_CLASSES];      /* warm pool: slabs with free blocks */
   hak_slab_t  *full[HAK_CLASSES];      /* slabs with nothing left to hand out */
   hak_superslab_t *superslabs;         /* owned; ones with free units first */
@@ -151,7 +160,9 @@ typedef struct hak_heap_s {
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
   struct hak_heap_s *next_heap;        /* global list of heaps, never unlinked */
   _Atomic int  state;
-  _Alignas(64) _Atomic uint8_t remote_hint[HAK_CLASSES];  /* set by remote frees */
+  /* blocks of this heap freed by other threads, pushed a batch at a time;
+   * apart from the owner's fields so that pushes do not share their lines */
+  _Alignas(64) _Atomic(void *) inbox[HAK_CLASSES];
 } hak_heap_t;
 
 /* Header of a large block. */

@@ -117,11 +117,11 @@ static void test_remote_free(void) {
   pthread_t t;
   pthread_create(&t, NULL, remote_free_thread, NULL);
   pthread_join(t, NULL);
-  CHECK(atomic_load(hak_slab_remote(s)) != NULL, "remote frees did not reach the slab's remote list");
-  CHECK(atomic_load(&h->remote_hint[cls]) == 1, "owner not hinted");
+  CHECK(atomic_load(&h->inbox[cls]) != NULL, "remote frees did not reach the owner's inbox");
   CHECK(s->used == used_before, "remote free changed the owner's count");
-  hak_heap_collect_class(h, cls);
-  CHECK(atomic_load(hak_slab_remote(s)) == NULL || s->used == 0, "collect left the remote list");
+  hak_heap_collect_all(h);
+  CHECK(atomic_load(&h->inbox[cls]) == NULL, "collect left the inbox");
+  CHECK(s->used < used_before, "collected blocks did not go back to their slab");
   /* the memory is reused by the owner: the new blocks land on the old ones */
   static void *again[REMOTE_N];
   for (int i = 0; i < REMOTE_N; i++) again[i] = malloc(48);
@@ -136,6 +136,43 @@ static void test_remote_free(void) {
   CHECK(reused > REMOTE_N * 9 / 10, "only %d of %d remotely freed blocks were reused", reused, REMOTE_N);
   for (int i = 0; i < REMOTE_N; i++) remote_blocks[i] = again[i];
   for (int i = 0; i < REMOTE_N; i++) free(remote_blocks[i]);
+}
+
+/* A thread's remote frees travel in batches: a partial batch waits in the
+ * freeing thread until it fills up or the thread trims (or exits). */
+static struct {
+  void *blocks[64];
+  hak_heap_t *owner;
+  unsigned cls;
+  uint32_t limit;
+} batch;
+
+static void *batch_thread(void *arg) {
+  _Atomic(void *) *inbox = &batch.owner->inbox[batch.cls];
+  for (int i = 0; i < 3; i++) free(batch.blocks[i]);
+  CHECK(atomic_load(inbox) == NULL, "a partial batch reached the owner before it filled up");
+  hak_trim();
+  void *p = atomic_load(inbox);
+  int n = 0;
+  for (; p; p = *(void **)p) n++;
+  CHECK(n == 3, "after trim the inbox holds %d blocks, not 3", n);
+  hak_heap_take_remote(batch.owner, batch.cls, NULL, 0);   /* the owner is parked in join */
+  for (uint32_t i = 3; i < 3 + batch.limit; i++) free(batch.blocks[i]);
+  CHECK(atomic_load(inbox) != NULL, "a full batch of %u blocks did not reach the owner", batch.limit);
+  return arg;
+}
+
+static void test_remote_batch(void) {
+  batch.owner = hak_heap_get();
+  batch.cls = hak_class_of(100);
+  batch.limit = batch.owner->outgoing[batch.cls].limit;
+  CHECK(batch.limit > 3 && 3 + batch.limit <= 64, "batch limit %u", batch.limit);
+  for (int i = 0; i < 64; i++) batch.blocks[i] = malloc(100);
+  pthread_t t;
+  pthread_create(&t, NULL, batch_thread, NULL);
+  pthread_join(t, NULL);
+  hak_heap_collect_all(batch.owner);
+  for (uint32_t i = 3 + batch.limit; i < 64; i++) free(batch.blocks[i]);
 }
 
 static void test_release(void) {
@@ -258,6 +295,7 @@ int main(void) {
   test_aligned_classes();
   test_registry();
   test_remote_free();
+  test_remote_batch();
   test_release();
   test_large();
   test_bigcache_expiry();
