@@ -1,22 +1,42 @@
 /* The BigCache: recently freed large mappings, kept mapped (and registered)
- * for reuse without system calls. A slot holds the header address, which is
- * 2 MiB aligned, with the mapping size in pages in its low bits, so a thread
- * can judge an entry without touching memory it does not own yet; a single
- * compare-and-swap takes it. Entries expire after BIGCACHE_DELAY_MS; at most
- * BIGCACHE_BUDGET bytes are kept, in blocks of at most BIGCACHE_MAX_BLOCK. */
+ * for reuse without system calls.
+ *
+ * Large mappings come in the sizes of large.c's rounding, 8 per doubling, so
+ * the cache has a bin per size (above HAK_MID_MAX, up to 4 GiB) with a few
+ * slots each. A slot holds the header address, which is 2 MiB aligned, with
+ * the mapping size in pages in its low bits, so a thread can judge an entry
+ * without touching memory it does not own yet; a single compare-and-swap
+ * takes it. A request is served from its own bin or the next ones up to
+ * twice its size, never by cutting a bigger mapping (that would cost a
+ * munmap now and a mapping later). Entries expire after BIGCACHE_DELAY_MS;
+ * at most BIGCACHE_BUDGET bytes are kept, in blocks of at most
+ * BIGCACHE_MAX_BLOCK. */
 #include "internal.h"
 
 #define SIZE_BITS_MASK ((uintptr_t)HAK_SS_MASK)
 #define PAGE_SHIFT 12
+#define MIN_SHIFT 17                  /* bins start above 2^17 = HAK_MID_MAX */
+#define BINS (8 * (32 - MIN_SHIFT))   /* up to 2^32 */
+#define BIN_SLOTS 8
+#define SLOTS (BINS * BIN_SLOTS)
 
+_Static_assert(HAK_MID_MAX == (size_t)1 << MIN_SHIFT, "bins start where the mid classes end");
 _Static_assert(((4ull << 30) >> PAGE_SHIFT) <= HAK_SS_MASK, "sizes up to BIGCACHE_MAX_BLOCK's 4 GiB fit in a slot's low bits");
 
-static _Atomic uintptr_t slots[HAK_BIGCACHE_SLOTS];
-static _Atomic uint64_t slot_time[HAK_BIGCACHE_SLOTS];
+static _Atomic uintptr_t slots[SLOTS];
+static _Atomic uint64_t slot_time[SLOTS];
 static _Atomic size_t cached_bytes;
 static _Atomic int cached;
+static _Atomic uint64_t next_expiry;   /* ms, earliest expiry of an entry (may be early), 0: none */
 
 static size_t slot_size(uintptr_t v) { return (v & SIZE_BITS_MASK) << PAGE_SHIFT; }
+
+/* Bin of a mapping size in (2^17, 2^32]: the bin whose sizes are the
+ * smallest ones at least as large. */
+static unsigned bin_of(size_t size) {
+  unsigned b = 63u - (unsigned)__builtin_clzll(size - 1);
+  return 8u * (b - MIN_SHIFT) + (unsigned)((size - 1) >> (b - 3u)) - 8u;
+}
 
 static hak_large_t *slot_take(unsigned i, uintptr_t v) {
   if (!atomic_compare_exchange_strong(&slots[i], &v, 0)) return NULL;
@@ -30,9 +50,15 @@ static void unmap_entry(hak_large_t *hdr) {
   hak_os_unmap(hdr, hdr->map_size);
 }
 
+static void expiry_at_most(uint64_t when) {
+  uint64_t cur = atomic_load_explicit(&next_expiry, memory_order_relaxed);
+  while ((!cur || when < cur) && !atomic_compare_exchange_weak(&next_expiry, &cur, when)) {
+  }
+}
+
 bool hak_bigcache_put(hak_large_t *hdr) {
   size_t size = hdr->map_size;
-  if (size > (size_t)hak_opt(hak_option_bigcache_max_block)) return false;
+  if (size > (size_t)hak_opt(hak_option_bigcache_max_block) || size <= HAK_MID_MAX) return false;
   if (atomic_fetch_add(&cached_bytes, size) + size > (size_t)hak_opt(hak_option_bigcache_budget)) {
     atomic_fetch_sub(&cached_bytes, size);
     return false;
@@ -40,12 +66,14 @@ bool hak_bigcache_put(hak_large_t *hdr) {
   uint64_t now = hak_os_now_ms();
   hdr->freed_at = now ? now : 1;
   uintptr_t v = (uintptr_t)hdr | (size >> PAGE_SHIFT);
-  for (unsigned i = 0; i < HAK_BIGCACHE_SLOTS; i++) {
+  unsigned first = bin_of(size) * BIN_SLOTS;
+  for (unsigned i = first; i < first + BIN_SLOTS; i++) {
     uintptr_t expected = 0;
     if (atomic_load_explicit(&slots[i], memory_order_relaxed)) continue;
     atomic_store_explicit(&slot_time[i], now, memory_order_relaxed);
     if (atomic_compare_exchange_strong(&slots[i], &expected, v)) {
       atomic_fetch_add(&cached, 1);
+      expiry_at_most(now + (uint64_t)hak_opt(hak_option_bigcache_delay_ms));
       return true;
     }
   }
@@ -53,35 +81,37 @@ bool hak_bigcache_put(hak_large_t *hdr) {
   return false;
 }
 
-/* The smallest cached mapping of at least min_size bytes (the caller trims
- * what it does not need). */
+/* A cached mapping of at least min_size bytes and at most twice that: from
+ * the bin of min_size's mapping size up, the first one found. */
 hak_large_t *hak_bigcache_take(size_t min_size) {
-  while (atomic_load_explicit(&cached, memory_order_relaxed)) {
-    unsigned best = HAK_BIGCACHE_SLOTS;
-    uintptr_t best_v = 0;
-    for (unsigned i = 0; i < HAK_BIGCACHE_SLOTS; i++) {
-      uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
-      size_t s = slot_size(v);
-      if (!v || s < min_size) continue;
-      if (best == HAK_BIGCACHE_SLOTS || s < slot_size(best_v)) {
-        best = i;
-        best_v = v;
-      }
-    }
-    if (best == HAK_BIGCACHE_SLOTS) return NULL;
-    hak_large_t *hdr = slot_take(best, best_v);
+  if (!atomic_load_explicit(&cached, memory_order_relaxed)) return NULL;
+  unsigned first = bin_of(min_size);
+  unsigned last = first + 8 < BINS ? first + 8 : BINS;
+  for (unsigned i = first * BIN_SLOTS; i < last * BIN_SLOTS; i++) {
+    uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
+    if (!v || slot_size(v) < min_size) continue;
+    hak_large_t *hdr = slot_take(i, v);
     if (hdr) return hdr;
   }
   return NULL;
 }
 
+/* Unmap the entries older than BIGCACHE_DELAY_MS; cheap until the earliest
+ * one is due. */
 void hak_bigcache_tick(void) {
-  if (!atomic_load_explicit(&cached, memory_order_relaxed)) return;
+  uint64_t due = atomic_load_explicit(&next_expiry, memory_order_relaxed);
+  if (!due) return;
   uint64_t now = hak_os_now_ms();
-  long delay = hak_opt(hak_option_bigcache_delay_ms);
-  for (unsigned i = 0; i < HAK_BIGCACHE_SLOTS; i++) {
+  if (now < due || !atomic_compare_exchange_strong(&next_expiry, &due, 0)) return;
+  uint64_t delay = (uint64_t)hak_opt(hak_option_bigcache_delay_ms);
+  for (unsigned i = 0; i < SLOTS; i++) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
-    if (!v || now - atomic_load_explicit(&slot_time[i], memory_order_relaxed) < (uint64_t)delay) continue;
+    if (!v) continue;
+    uint64_t expires = atomic_load_explicit(&slot_time[i], memory_order_relaxed) + delay;
+    if (expires > now) {
+      expiry_at_most(expires);
+      continue;
+    }
     hak_large_t *hdr = slot_take(i, v);
     if (hdr) unmap_entry(hdr);
   }
@@ -89,7 +119,7 @@ void hak_bigcache_tick(void) {
 
 int hak_bigcache_drain(void) {
   int released = 0;
-  for (unsigned i = 0; i < HAK_BIGCACHE_SLOTS; i++) {
+  for (unsigned i = 0; i < SLOTS; i++) {
     uintptr_t v = atomic_load(&slots[i]);
     hak_large_t *hdr = v ? slot_take(i, v) : NULL;
     if (hdr) {

@@ -118,7 +118,7 @@ void  *hak_large_alloc(size_t size, size_t align, bool zero);
 void   hak_large_free(void *p, uint8_t kind, const char *fn);
 void  *hak_large_realloc(void *p, size_t size);
 size_t hak_large_usable(const void *p, uint8_t kind, const char *fn);
-hak_large_t *hak_bigcache_take(size_t min_size);
+hak_large_t *hak_bigcache_take(size_t min_size);   /* at most twice that */
 bool   hak_bigcache_put(hak_large_t *hdr);
 void   hak_bigcache_tick(void);
 int    hak_bigcache_drain(void);

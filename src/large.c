@@ -66,10 +66,6 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   hak_large_t *hdr = hak_bigcache_take(need);
   if (HAK_STAT) hak_stats_bigcache(hdr != NULL);
   if (hdr) {
-    if (hdr->map_size / 2 > map_size) {   /* more than twice as large: give the tail back */
-      hak_os_unmap((char *)hdr + map_size, hdr->map_size - map_size);
-      hdr->map_size = map_size;
-    }
     large_set_user(hdr, (char *)hdr + off);
     if (zero) memset(hdr->user, 0, size);
     if (HAK_STAT) hak_stats_large(1, size, (int64_t)hdr->map_size);

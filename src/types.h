@@ -53,7 +53,6 @@
 
 /* ---- upper bounds of the release-policy options (options.c) */
 #define HAK_SHARED_POOL_SLOTS  64
-#define HAK_BIGCACHE_SLOTS     64
 
 /* ---- statistics level
  * 0  no counters at all

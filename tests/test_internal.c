@@ -253,6 +253,35 @@ static void test_bigcache_expiry(void) {
   hak_option_set(hak_option_bigcache_max_block, old_max);
 }
 
+/* The BigCache serves a request from a cached mapping of at least its size
+ * and less than twice it, never by cutting a bigger one; the cached block
+ * keeps its contents' pages (no new mapping, same address). */
+static void test_bigcache_fit(void) {
+  hak_trim();
+  struct hak_stats st;
+  char *big = malloc(3u << 20);
+  uintptr_t big_at = (uintptr_t)big;
+  memset(big, 0x5a, 3u << 20);
+  escape(big);
+  free(big);
+  hak_stats_get(&st);
+  uint64_t maps = st.os_maps, unmaps = st.os_unmaps;
+  char *small = malloc(1u << 20);   /* under half of the cached one */
+  escape(small);
+  CHECK((uintptr_t)small != big_at, "1 MiB request took the cached 3 MiB mapping");
+  CHECK(hak_registry_kind(big_at) == HAK_REG_LARGE, "the cached 3 MiB mapping was cut or unmapped");
+  hak_stats_get(&st);
+  CHECK(st.os_unmaps == unmaps, "a BigCache miss unmapped %llu ranges", (unsigned long long)(st.os_unmaps - unmaps));
+  CHECK(st.os_maps == maps + 1, "a BigCache miss took %llu mappings", (unsigned long long)(st.os_maps - maps));
+  char *again = malloc((5u << 20) / 2);   /* fits the cached 3 MiB mapping */
+  CHECK((uintptr_t)again == big_at, "2.5 MiB request did not reuse the cached 3 MiB mapping");
+  CHECK(again[0] == 0x5a && again[(5u << 20) / 2 - 1] == 0x5a, "cached pages were not kept");
+  hak_stats_get(&st);
+  CHECK(st.os_maps == maps + 1, "a BigCache hit mapped memory");
+  free(again);
+  free(small);
+}
+
 static hak_heap_t *exited_heap;
 static void *heap_thread(void *arg) {
   void *p = malloc(64);
@@ -299,6 +328,7 @@ int main(void) {
   test_release();
   test_large();
   test_bigcache_expiry();
+  test_bigcache_fit();
   test_heap_adoption();
   return test_done("internal");
 }

@@ -60,9 +60,24 @@ void hak_os_unmap(void *p, size_t size) {
   errno = e;
 }
 
-/* Over-allocate by align and trim both ends. */
+/* Where the next aligned mapping is likely to fit: just below the last one,
+ * as the kernel places mappings top-down. */
+static _Atomic uintptr_t aligned_hint;
+
+/* One mmap at the hint when the kernel grants it (the common case), else
+ * over-allocate by align and trim both ends. */
 void *hak_os_map_aligned(size_t size, size_t align) {
   if (size + align < size) return NULL;
+  uintptr_t span = (size + align - 1) & ~(uintptr_t)(align - 1);
+  uintptr_t hint = atomic_load_explicit(&aligned_hint, memory_order_relaxed);
+  if (hint > span && !(hint & (align - 1))) {
+    char *q = map_raw((void *)(hint - span), size, PROT_READ | PROT_WRITE, 0);
+    if (q && !((uintptr_t)q & (align - 1))) {
+      atomic_store_explicit(&aligned_hint, (uintptr_t)q, memory_order_relaxed);
+      return q;
+    }
+    if (q) hak_os_unmap(q, size);
+  }
   char *p = hak_os_map(size + align);
   if (!p) return NULL;
   uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
@@ -70,6 +85,7 @@ void *hak_os_map_aligned(size_t size, size_t align) {
   size_t tail = align - head;
   if (head) hak_os_unmap(p, head);
   if (tail) hak_os_unmap((char *)a + size, tail);
+  atomic_store_explicit(&aligned_hint, a, memory_order_relaxed);
   return (void *)a;
 }
 
