@@ -21,7 +21,7 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
     char *p = (char *)s->start + (size_t)s->carved * s->block_size;
     memmove(out + k, out, n * sizeof(void *));
     for (uint32_t i = 0; i < k; i++, p += s->block_size) {
-      ((uintptr_t *)p)[1] = hak_free_mark(p);
+      ((uintptr_t *)p)[1] = hak_free_mark();
       out[k - 1 - i] = p;
     }
     s->carved = (uint16_t)(s->carved + k);
@@ -36,25 +36,26 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
 static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
-  uint32_t want = c->cap / 2;
+  uint32_t cap = hak_cache_cap(c);
+  void **want = c->items + cap / 2;
   HAK_COUNT(h->counters[cls].refills, 1);
-  c->count += hak_heap_take_remote(h, cls, c->items + c->count, c->cap - c->cap / 4 - c->count);
-  while (c->count < want) {
+  c->top += hak_heap_take_remote(h, cls, c->top, (uint32_t)(c->end - cap / 4 - c->top));
+  while (c->top < want) {
     hak_slab_t *s = h->warm[cls];
     if (!s && !(s = hak_slab_new(h, cls))) break;
-    c->count += slab_take(h, s, c->items + c->count, want - c->count);
+    c->top += slab_take(h, s, c->top, (uint32_t)(want - c->top));
     if (!s->free && s->carved == s->capacity) {
       hak_slab_list_remove(&h->warm[cls], s);
       s->in_full = 1;
       hak_slab_list_push(&h->full[cls], s);
     }
   }
-  return c->count;
+  return hak_cache_count(c);
 }
 
 void *hak_malloc_class(hak_heap_t *h, unsigned cls, size_t size) {
   hak_ucache_t *c = &h->cache[cls];
-  if (c->count == 0 && cache_refill(h, cls) == 0) {
+  if (c->top == c->items && cache_refill(h, cls) == 0) {
     errno = ENOMEM;
     return NULL;
   }
@@ -62,7 +63,7 @@ void *hak_malloc_class(hak_heap_t *h, unsigned cls, size_t size) {
   c->allocs++;
   h->counters[cls].requested += size;
 #endif
-  void *p = c->items[--c->count];
+  void *p = *--c->top;
   ((uintptr_t *)p)[1] = 0;
   return p;
 }
@@ -81,8 +82,8 @@ HAK_NOINLINE void *hak_malloc_slow(size_t size) {
 void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
   hak_ucache_t *c = &h->cache[cls];
   for (uint32_t i = 0; i < n; i++) hak_slab_put_local(h, c->items[i]);
-  memmove(c->items, c->items + n, (c->count - n) * sizeof(void *));
-  c->count -= n;
+  memmove(c->items, c->items + n, (hak_cache_count(c) - n) * sizeof(void *));
+  c->top -= n;
   HAK_COUNT(h->counters[cls].flushes, n != 0);
   HAK_COUNT(h->counters[cls].flush_blocks, n);
 }
@@ -90,8 +91,8 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
 HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
-  hak_cache_flush(h, cls, c->cap / 2);
-  c->items[c->count++] = p;
+  hak_cache_flush(h, cls, hak_cache_cap(c) / 2);
+  *c->top++ = p;
 #if HAK_STAT >= 2
   c->frees++;
 #endif

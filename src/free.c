@@ -89,7 +89,7 @@ size_t hak_block_usable(const void *p, const char *fn) {
   uint8_t kind = hak_registry_kind(a);
   if (kind == HAK_REG_SUPERSLAB) {
     hak_slab_t *s = hak_unit_of(hak_ss_of(p), a);
-    if (!hak_is_block(s, a) || ((const uintptr_t *)p)[1] == hak_free_mark(p))
+    if (!hak_is_block(s, a) || ((const uintptr_t *)p)[1] == hak_free_mark())
       hak_fatal_pointer(fn, "invalid pointer", p);
     return s->block_size;
   }

@@ -67,8 +67,8 @@ static hak_heap_t *heap_new(void) {
   if (!h) return NULL;
   void **it = (void **)(h + 1);
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    h->cache[c].items = it;
-    h->cache[c].cap = caps[c];
+    h->cache[c].top = h->cache[c].items = it;
+    h->cache[c].end = it + caps[c];
     h->outgoing[c].limit = caps[c] >= 8 ? caps[c] / 4 : 1;
     it += caps[c];
   }
@@ -109,7 +109,7 @@ hak_heap_t *hak_heap_get(void) {
  * decommitted or passed to the shared pool at once. Returns nonzero if
  * memory went back to the OS. */
 int hak_heap_release_all(hak_heap_t *h, bool now) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_flush(h, c, h->cache[c].count);
+  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_flush(h, c, hak_cache_count(&h->cache[c]));
   hak_heap_collect_all(h);
   hak_remote_flush_all(h);
   return hak_release_purge(h, now);

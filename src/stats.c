@@ -61,7 +61,7 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
       cs->allocs += h->cache[c].allocs;
       cs->frees += h->cache[c].frees + k->remote_received;
 #endif
-      cs->live += k->used_blocks - h->cache[c].count;
+      cs->live += k->used_blocks - hak_cache_count(&h->cache[c]);
       cs->cache_misses += k->refills;
       cs->refills += k->refills;
       cs->flushes += k->flushes;

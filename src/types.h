@@ -14,7 +14,7 @@
  *   registry    one byte per 2 MiB chunk of the address space saying whether the
  *               chunk is a SuperSlab, the head of a large block, or foreign.
  *
- * Free blocks carry a mark in their second word (address xor a per-process
+ * Free blocks carry a mark in their second word (a random odd per-process
  * secret); malloc clears it. A free of a block whose mark is already set is a
  * double free.
  */
@@ -114,12 +114,14 @@ typedef struct hak_superslab_s {
 _Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
 _Static_assert(sizeof(hak_superslab_t) <= HAK_SS_HEADER, "header fits its page");
 
-/* Unified cache of one class: a stack of free blocks, and (STAT=2) the two
- * counters the fast paths keep, on the same cache line as the count. */
+/* Unified cache of one class: a stack of free blocks items[0] .. top[-1]
+ * with room up to end (pointers, so that each fast path tests and moves the
+ * top with no index arithmetic), and (STAT=2) the two counters the fast
+ * paths keep, on the same cache line. */
 typedef struct hak_ucache_s {
+  void   **top;
   void   **items;
-  uint32_t count;
-  uint32_t cap;
+  void   **end;
 #if HAK_STAT >= 2
   uint64_t allocs;
   uint64_t frees;
