@@ -52,7 +52,8 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t 
 }
 
 void hak_heap_collect_all(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_heap_take_remote(h, c, NULL, 0);
+  for (unsigned c = 0; c < HAK_CLASSES; c++)
+    if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) hak_heap_take_remote(h, c, NULL, 0);
 }
 
 /* ---- lifecycle */
