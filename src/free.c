@@ -30,21 +30,31 @@ HAK_NOINLINE void hak_free_slow(void *p) {
   hak_fatal_pointer("free", "invalid pointer", p);
 }
 
-/* Push the chain head..tail (linked through first words) of blocks of
- * class cls on owner's inbox. An abandoned owner gets a purge deadline so
- * that some thread's release tick takes the blocks back in. */
-static void inbox_push(hak_heap_t *owner, unsigned cls, void *head, void *tail) {
+/* Push the chain of containers head..tail of blocks of class cls on owner's
+ * inbox. An abandoned owner gets a purge deadline so that some thread's
+ * release tick takes the blocks back in. */
+static void inbox_push(hak_heap_t *owner, unsigned cls, void **head, void **tail) {
   _Atomic(void *) *inbox = &owner->inbox[cls];
   void *old = atomic_load_explicit(inbox, memory_order_relaxed);
   do {
-    *(void **)tail = old;
+    tail[0] = old;
   } while (!atomic_compare_exchange_weak_explicit(inbox, &old, head, memory_order_release, memory_order_relaxed));
   if (atomic_load_explicit(&owner->state, memory_order_relaxed) != HAK_HEAP_ACTIVE)
     hak_release_abandoned_due(hak_os_now_ms() + (uint64_t)hak_opt(hak_option_purge_delay_ms));
 }
 
+/* Start a new container p in front of the batch's chain. */
+static void batch_open(hak_remote_batch_t *b, unsigned cls, void **p) {
+  if (b->head && hak_class_size[cls] >= HAK_BATCH_COUNTED) b->head[2] = (void *)(uintptr_t)b->in_head;
+  p[0] = b->head;
+  if (!b->head) b->tail = p;
+  b->head = p;
+  b->in_head = 0;
+}
+
 static void batch_flush(hak_remote_batch_t *b, unsigned cls) {
   if (!b->count) return;
+  if (hak_class_size[cls] >= HAK_BATCH_COUNTED) b->head[2] = (void *)(uintptr_t)b->in_head;
   inbox_push(b->owner, cls, b->head, b->tail);
   b->owner = NULL;
   b->head = b->tail = NULL;
@@ -68,18 +78,19 @@ HAK_NOINLINE void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s) {
     hak_slab_put_local(h, p);
     return;
   }
-  if (HAK_UNLIKELY(!h)) {
-    inbox_push(owner, cls, p, p);
+  void **w = p;
+  if (HAK_UNLIKELY(!h)) {   /* a batch of one */
+    if (hak_class_size[cls] >= HAK_BATCH_COUNTED) w[2] = 0;
+    inbox_push(owner, cls, w, w);
     return;
   }
   hak_remote_batch_t *b = &h->outgoing[cls];
   if (b->owner != owner) {
     batch_flush(b, cls);
     b->owner = owner;
-    b->tail = p;
   }
-  *(void **)p = b->head;
-  b->head = p;
+  if (b->head && b->in_head < b->room) b->head[3 + b->in_head++] = p;
+  else batch_open(b, cls, w);
   if (++b->count >= b->limit) batch_flush(b, cls);
 }
 

@@ -35,17 +35,24 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
 
 /* Take the inbox of class cls: up to room blocks into out[] (they stay in
  * use as far as their slabs know, like any cached block), the rest back to
- * their slabs. Returns the number put in out[]. */
+ * their slabs. A container goes after the blocks it lists: returning it may
+ * empty its slab, whose pages may then be decommitted. Returns the number
+ * put in out[]. */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room) {
   if (!atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) return 0;
-  void *list = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
+  void **c = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
+  bool counted = hak_class_size[cls] >= HAK_BATCH_COUNTED;
   uint32_t n = 0, taken = 0;
-  while (list) {
-    void *p = list;
-    list = *(void **)p;
-    n++;
-    if (taken < room) out[taken++] = p;
-    else hak_slab_put_local(h, p);
+  while (c) {
+    void **next = c[0];
+    uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
+    for (uint32_t i = 1; i <= k + 1; i++) {
+      void *p = i <= k ? c[2 + i] : (void *)c;
+      if (taken < room) out[taken++] = p;
+      else hak_slab_put_local(h, p);
+    }
+    n += k + 1;
+    c = next;
   }
   HAK_COUNT(h->counters[cls].remote_received, n);
   return taken;
@@ -70,7 +77,10 @@ static hak_heap_t *heap_new(void) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     h->cache[c].top = h->cache[c].items = it;
     h->cache[c].end = it + caps[c];
-    h->outgoing[c].limit = caps[c] >= 8 ? caps[c] / 4 : 1;
+    hak_remote_batch_t *b = &h->outgoing[c];
+    b->limit = caps[c] >= 8 ? caps[c] / 4 : 1;
+    uint32_t words = hak_class_size[c] / sizeof(void *);
+    b->room = hak_class_size[c] < HAK_BATCH_COUNTED ? 0 : words - 3 < b->limit - 1 ? words - 3 : b->limit - 1;
     it += caps[c];
   }
   hak_heap_t *old = atomic_load(&heaps);

@@ -137,14 +137,24 @@ typedef struct hak_ucache_s {
 typedef struct hak_class_counters_s { HAK_HEAP_CLASS_COUNTERS(HAK_COUNTER_FIELD_) } hak_class_counters_t;
 
 /* A thread's batch of freed blocks that belong to one other heap, all of one
- * class, linked through their first word; it goes to the owner's inbox with
- * one CAS when it is full, when a block of another owner comes, or when the
- * thread passes a slow path sweep, trims or exits. */
+ * class; it goes to the owner's inbox with one CAS when it is full, when a
+ * block of another owner comes, or when the thread passes a slow path
+ * sweep, trims or exits.
+ *
+ * The batch is a chain of containers: free blocks that hold, besides the
+ * link to the next container (word 0) and their free mark (word 1), a count
+ * (word 2) and the addresses of other blocks of the batch (words 3...), so
+ * that the owner reads a few lines per batch instead of chasing a pointer
+ * through every block. Blocks under HAK_BATCH_COUNTED bytes are containers
+ * with no count and no room: a plain chain. */
+#define HAK_BATCH_COUNTED 32
 typedef struct hak_remote_batch_s {
   struct hak_heap_s *owner;
-  void    *head, *tail;
-  uint32_t count;
-  uint32_t limit;          /* a quarter of the class's cache capacity, at least 1 */
+  void   **head, **tail;   /* newest and oldest container */
+  uint32_t count;          /* blocks in the batch */
+  uint32_t in_head;        /* addresses stored in the newest container */
+  uint32_t limit;          /* blocks: a quarter of the class's cache capacity, at least 1 */
+  uint32_t room;           /* addresses a container holds */
 } hak_remote_batch_t;
 
 enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };

@@ -98,8 +98,10 @@ static void test_registry(void) {
 #define REMOTE_N 5000
 static void *remote_blocks[REMOTE_N];
 
+static int remote_n;
+
 static void *remote_free_thread(void *arg) {
-  for (int i = 0; i < REMOTE_N; i++) free(remote_blocks[i]);
+  for (int i = 0; i < remote_n; i++) free(remote_blocks[i]);
   return arg;
 }
 
@@ -108,10 +110,14 @@ static int cmp_ptr(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void test_remote_free(void) {
+/* Blocks freed by another thread come back to the owner (inbox, then cache
+ * or slabs) and are reused: in a plain chain (16 bytes), in containers
+ * (48, 640 bytes) and for a mid class. */
+static void test_remote_free(size_t size, int n) {
+  remote_n = n;
   hak_heap_t *h = hak_heap_get();
-  unsigned cls = hak_class_of(48);
-  for (int i = 0; i < REMOTE_N; i++) remote_blocks[i] = malloc(48);
+  unsigned cls = hak_class_of(size);
+  for (int i = 0; i < n; i++) remote_blocks[i] = malloc(size);
   hak_slab_t *s = hak_slab_of(hak_ss_of(remote_blocks[0]), (uintptr_t)remote_blocks[0]);
   uint32_t used_before = s->used;
   pthread_t t;
@@ -122,20 +128,25 @@ static void test_remote_free(void) {
   hak_heap_collect_all(h);
   CHECK(atomic_load(&h->inbox[cls]) == NULL, "collect left the inbox");
   CHECK(s->used < used_before, "collected blocks did not go back to their slab");
-  /* the memory is reused by the owner: the new blocks land on the old ones */
+  /* the memory is reused by the owner: the new blocks land in the slab units
+   * of the old ones (a slab emptied by the collection may be carved anew) */
   static void *again[REMOTE_N];
-  for (int i = 0; i < REMOTE_N; i++) again[i] = malloc(48);
-  qsort(remote_blocks, REMOTE_N, sizeof(void *), cmp_ptr);
-  qsort(again, REMOTE_N, sizeof(void *), cmp_ptr);
+  for (int i = 0; i < n; i++) again[i] = malloc(size);
+  qsort(remote_blocks, n, sizeof(void *), cmp_ptr);
   int reused = 0;
-  for (int i = 0, j = 0; i < REMOTE_N && j < REMOTE_N;) {
-    if (remote_blocks[i] == again[j]) reused++, i++, j++;
-    else if ((uintptr_t)remote_blocks[i] < (uintptr_t)again[j]) i++;
-    else j++;
+  for (int j = 0; j < n; j++) {
+    void *key = (void *)((uintptr_t)again[j] & ~(HAK_UNIT_SIZE - 1));
+    int lo = 0, hi = n;   /* first freed block at or above the unit's start */
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if ((uintptr_t)remote_blocks[mid] < (uintptr_t)key) lo = mid + 1;
+      else hi = mid;
+    }
+    reused += lo < n && ((uintptr_t)remote_blocks[lo] & ~(HAK_UNIT_SIZE - 1)) == (uintptr_t)key;
   }
-  CHECK(reused > REMOTE_N * 9 / 10, "only %d of %d remotely freed blocks were reused", reused, REMOTE_N);
-  for (int i = 0; i < REMOTE_N; i++) remote_blocks[i] = again[i];
-  for (int i = 0; i < REMOTE_N; i++) free(remote_blocks[i]);
+  CHECK(reused > n * 9 / 10, "size %zu: only %d of %d blocks reuse the units of remotely freed ones", size, reused, n);
+  for (int i = 0; i < n; i++) remote_blocks[i] = again[i];
+  for (int i = 0; i < n; i++) free(remote_blocks[i]);
 }
 
 /* A thread's remote frees travel in batches: a partial batch waits in the
@@ -147,18 +158,27 @@ static struct {
   uint32_t limit;
 } batch;
 
+/* Blocks in an inbox of a class of HAK_BATCH_COUNTED bytes or more: each
+ * container counts itself and the blocks it lists. */
+static uint32_t inbox_blocks(_Atomic(void *) *inbox) {
+  uint32_t n = 0;
+  for (void **c = atomic_load(inbox); c; c = c[0]) n += 1 + (uint32_t)(uintptr_t)c[2];
+  return n;
+}
+
 static void *batch_thread(void *arg) {
   _Atomic(void *) *inbox = &batch.owner->inbox[batch.cls];
   for (int i = 0; i < 3; i++) free(batch.blocks[i]);
   CHECK(atomic_load(inbox) == NULL, "a partial batch reached the owner before it filled up");
   hak_trim();
-  void *p = atomic_load(inbox);
-  int n = 0;
-  for (; p; p = *(void **)p) n++;
-  CHECK(n == 3, "after trim the inbox holds %d blocks, not 3", n);
+  uint32_t n = inbox_blocks(inbox);
+  CHECK(n == 3, "after trim the inbox holds %u blocks, not 3", n);
+  void **c = atomic_load(inbox);
+  CHECK(c && !c[0], "3 blocks of 100 bytes did not travel in one container");
   hak_heap_take_remote(batch.owner, batch.cls, NULL, 0);   /* the owner is parked in join */
   for (uint32_t i = 3; i < 3 + batch.limit; i++) free(batch.blocks[i]);
-  CHECK(atomic_load(inbox) != NULL, "a full batch of %u blocks did not reach the owner", batch.limit);
+  n = inbox_blocks(inbox);
+  CHECK(n == batch.limit, "a full batch of %u blocks reached the owner as %u", batch.limit, n);
   return arg;
 }
 
@@ -323,7 +343,10 @@ int main(void) {
   test_block_check();
   test_aligned_classes();
   test_registry();
-  test_remote_free();
+  test_remote_free(16, REMOTE_N);
+  test_remote_free(48, REMOTE_N);
+  test_remote_free(640, REMOTE_N);
+  test_remote_free(20000, 500);
   test_remote_batch();
   test_release();
   test_large();
