@@ -65,33 +65,54 @@ void hak_remote_flush_all(hak_heap_t *h) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) batch_flush(&h->outgoing[c], c);
 }
 
-/* A block of a slab owned by another heap (or by an exited thread's heap):
- * add it to this thread's batch for that heap and class. The SuperSlab's
- * owner is stable while the block is in use, and heaps are never unmapped.
- * A thread without a heap gets one; if it adopts the owner, the block is
- * simply a local free. */
-HAK_NOINLINE void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s) {
-  hak_heap_t *owner = ss->owner;
-  unsigned cls = s->cls;
+/* The first remote free of a thread without a heap gets it one; if that
+ * adopts the owner, the block is simply a local free. */
+static HAK_COLD void free_remote_no_heap(void **p, hak_heap_t *owner, unsigned cls) {
   hak_heap_t *h = hak_heap_get();
   if (h == owner) {
     hak_slab_put_local(h, p);
-    return;
+  } else if (h) {
+    hak_free_remote(p, hak_ss_of(p), hak_unit_of(hak_ss_of(p), (uintptr_t)p));
+  } else {   /* no memory for a heap: a batch of one */
+    if (hak_class_size[cls] >= HAK_BATCH_COUNTED) p[2] = 0;
+    inbox_push(owner, cls, p, p);
   }
-  void **w = p;
-  if (HAK_UNLIKELY(!h)) {   /* a batch of one */
-    if (hak_class_size[cls] >= HAK_BATCH_COUNTED) w[2] = 0;
-    inbox_push(owner, cls, w, w);
-    return;
-  }
-  hak_remote_batch_t *b = &h->outgoing[cls];
+}
+
+/* Add p to batch b when it takes a new container, a new owner or a flush. */
+static HAK_NOINLINE void batch_add(hak_remote_batch_t *b, unsigned cls, hak_heap_t *owner, void **p) {
   if (b->owner != owner) {
     batch_flush(b, cls);
     b->owner = owner;
   }
   if (b->head && b->in_head < b->room) b->head[3 + b->in_head++] = p;
-  else batch_open(b, cls, w);
+  else batch_open(b, cls, p);
   if (++b->count >= b->limit) batch_flush(b, cls);
+}
+
+/* A block of a slab owned by another heap (or by an exited thread's heap):
+ * add it to this thread's batch for that heap and class. The SuperSlab's
+ * owner is stable while the block is in use, and heaps are never unmapped.
+ * A batch with an owner has a container; the common case, one more address
+ * in it, needs no stack frame. */
+HAK_NOINLINE void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s) {
+  hak_heap_t *owner = ss->owner;
+  unsigned cls = s->cls;
+  hak_heap_t *h = hak_tls_heap;
+  if (HAK_UNLIKELY(h == &hak_heap_empty)) {
+    free_remote_no_heap(p, owner, cls);
+    return;
+  }
+  hak_remote_batch_t *b = &h->outgoing[cls];
+  HAK_PIN(b);
+  uint32_t k = b->in_head;
+  if (HAK_LIKELY(b->owner == owner && k < b->room && b->count + 1 < b->limit)) {
+    b->head[3 + k] = p;
+    b->in_head = k + 1;
+    b->count++;
+    return;
+  }
+  batch_add(b, cls, owner, p);
 }
 
 /* Usable size of a block, after checking it is one of ours and in use. */
