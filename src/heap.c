@@ -46,11 +46,12 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t 
   while (c) {
     void **next = c[0];
     uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
-    for (uint32_t i = 1; i <= k + 1; i++) {
-      void *p = i <= k ? c[2 + i] : (void *)c;
-      if (taken < room) out[taken++] = p;
-      else hak_slab_put_local(h, p);
-    }
+    uint32_t fit = room - taken < k ? room - taken : k;
+    if (fit) memcpy(out + taken, c + 3, fit * sizeof(void *));
+    taken += fit;
+    for (uint32_t i = fit; i < k; i++) hak_slab_put_local(h, c[3 + i]);
+    if (taken < room) out[taken++] = c;
+    else hak_slab_put_local(h, c);
     n += k + 1;
     c = next;
   }
