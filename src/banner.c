@@ -50,7 +50,16 @@ void hak_banner_print(void) {
   hak_out_u64(&o, HAK_UNITS);
   hak_out_str(&o, " x ");
   hak_out_size(&o, HAK_UNIT_SIZE);
-  hak_out_str(&o, " units\nhakmem os: page ");
+  hak_out_str(&o, " units, ");
+  if (hak_arena_size) {
+    hak_out_str(&o, "arena ");
+    hak_out_size(&o, hak_arena_size);
+    hak_out_str(&o, " of address space at ");
+    hak_out_hex(&o, hak_arena_base);
+  } else {
+    hak_out_str(&o, "no arena (address space refused): SuperSlabs mapped one by one");
+  }
+  hak_out_str(&o, "\nhakmem os: page ");
   hak_out_u64(&o, hak_os_page_size());
   hak_out_str(&o, " B, transparent huge pages ");
   thp_mode(&o);

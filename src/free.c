@@ -23,6 +23,10 @@ HAK_COLD void hak_free_double(const void *p) { hak_fatal_pointer("free", "double
 HAK_NOINLINE void hak_free_slow(void *p) {
   if (!p) return;
   uint8_t kind = hak_registry_kind((uintptr_t)p);
+  if (kind == HAK_REG_SUPERSLAB) {
+    hak_free_block(p);
+    return;
+  }
   if (kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED) {
     hak_large_free(p, kind, "free");
     return;

@@ -18,6 +18,7 @@ static HAK_COLD void init_once(void) {
   hak_options_init();
   hak_secret = hak_os_random() | 1u;
   hak_size_class_init();
+  hak_arena_init();
   if (pthread_key_create(&thread_key, hak_thread_done) != 0) {
     hak_out_t o;
     hak_out_init(&o, NULL, NULL);

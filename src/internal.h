@@ -78,6 +78,14 @@ void     hak_size_class_init(void);
 uint64_t hak_odd_inverse(uint32_t divisor);
 int      hak_class_for_aligned(size_t size, size_t align);   /* -1: not a slab size */
 
+/* ---- arena.c */
+extern uintptr_t hak_arena_base;
+extern uintptr_t hak_arena_size;   /* 0: no arena */
+void hak_arena_init(void);
+hak_superslab_t *hak_arena_take(void);
+void hak_arena_give(hak_superslab_t *ss);
+HAK_INLINE bool hak_in_arena(uintptr_t a) { return a - hak_arena_base < hak_arena_size; }
+
 /* ---- registry.c */
 extern _Atomic uint8_t hak_registry_map[HAK_REG_CHUNKS];
 void hak_registry_set(uintptr_t chunk_addr, uint8_t kind);
@@ -221,16 +229,10 @@ HAK_INLINE void *hak_malloc_fast(size_t size) {
   return p;
 }
 
-/* free: registry byte, unit descriptor by address arithmetic, block and
- * double-free check, owner compare, push on the unified cache: 39
- * instructions with the return in libhakmem.so (gcc 12, -O2), no call, no
- * atomic, no stack frame. */
-HAK_INLINE void hak_free_fast(void *p) {
+/* free of a block of a SuperSlab: unit descriptor by address arithmetic,
+ * block and double-free check, owner compare, push on the unified cache. */
+HAK_INLINE void hak_free_block(void *p) {
   uintptr_t a = (uintptr_t)p;
-  if (HAK_UNLIKELY(hak_registry_kind(a) != HAK_REG_SUPERSLAB)) {
-    hak_free_slow(p);
-    return;
-  }
   hak_superslab_t *ss = hak_ss_of(p);
   hak_slab_t *s = hak_unit_of(ss, a);
   if (HAK_UNLIKELY(!hak_is_block(s, a))) {
@@ -261,6 +263,18 @@ HAK_INLINE void hak_free_fast(void *p) {
 #if HAK_STAT >= 2
   c->frees++;
 #endif
+}
+
+/* free: the arena range check, then hak_free_block: 35 instructions with the
+ * return in libhakmem.so (gcc 12, -O2), no call, no atomic, no stack frame.
+ * Everything else (NULL, large blocks, SuperSlabs outside the arena, bad
+ * pointers) goes to hak_free_slow. */
+HAK_INLINE void hak_free_fast(void *p) {
+  if (HAK_UNLIKELY(!hak_in_arena((uintptr_t)p))) {
+    hak_free_slow(p);
+    return;
+  }
+  hak_free_block(p);
 }
 
 #pragma GCC visibility pop

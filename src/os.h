@@ -14,9 +14,10 @@ size_t   hak_os_page_size(void);
 void    *hak_os_map(size_t size);
 /* As hak_os_map, aligned to align (a power of two, at least a page). */
 void    *hak_os_map_aligned(size_t size, size_t align);
-/* Address space only: no access, no commit charge. For the registry map, the
- * reservation is read-write but never charged (MAP_NORESERVE). */
-void    *hak_os_map_noreserve(size_t size);
+/* A read-write range aligned to align that is never charged against the
+ * commit limit (MAP_NORESERVE): pages cost memory once touched. NULL if the
+ * address space cannot be had. */
+void    *hak_os_reserve_aligned(size_t size, size_t align);
 void     hak_os_unmap(void *p, size_t size);
 /* Drop the pages' contents: the range reads as zero afterwards, RSS shrinks. */
 void     hak_os_decommit(void *p, size_t size);

@@ -1,7 +1,7 @@
 /* The shared pool: empty SuperSlabs, decommitted, waiting for any thread
  * that needs one. A fixed array of slots taken and filled with single atomic
  * exchanges: no lock, no ABA. A SuperSlab that finds no free slot among the
- * first SHARED_POOL_SLOTS is unmapped. */
+ * first SHARED_POOL_SLOTS is unmapped, or given back to the arena. */
 #include "internal.h"
 
 static _Atomic(hak_superslab_t *) slots[HAK_SHARED_POOL_SLOTS];
@@ -9,7 +9,8 @@ static _Atomic int pooled;
 
 static void unmap_superslab(hak_superslab_t *ss) {
   hak_registry_set((uintptr_t)ss, HAK_REG_FOREIGN);
-  hak_os_unmap(ss, HAK_SS_SIZE);
+  if (hak_in_arena((uintptr_t)ss)) hak_arena_give(ss);
+  else hak_os_unmap(ss, HAK_SS_SIZE);
 }
 
 hak_superslab_t *hak_shared_pool_pop(void) {

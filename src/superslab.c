@@ -17,15 +17,15 @@ static void ss_list_remove(hak_superslab_t **list, hak_superslab_t *ss) {
   ss->next = ss->prev = NULL;
 }
 
-/* A SuperSlab for heap h: an empty one from the shared pool, else a new
- * mapping. It goes first in the heap's list (ones with free units first). */
+/* A SuperSlab for heap h: an empty one from the shared pool, else one from
+ * the arena, else a new mapping. It goes first in the heap's list (ones with free units first). */
 static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   hak_superslab_t *ss = hak_shared_pool_pop();
   if (ss) {
     memset(ss, 0, sizeof *ss);
   } else {
-    ss = hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
-    if (!ss) return NULL;
+    ss = hak_arena_take();
+    if (!ss && !(ss = hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE))) return NULL;
     hak_registry_set((uintptr_t)ss, HAK_REG_SUPERSLAB);
   }
   ss->owner = h;

@@ -11,6 +11,9 @@
  *   large block a private mapping whose header (hak_large_t) sits at the start
  *               of its first 2 MiB chunk, or just below the block for alignments
  *               of 2 MiB and more.
+ *   arena       16 GiB of address space reserved at start-up that SuperSlabs
+ *               are carved from (when the reservation or the arena runs out,
+ *               they are mapped one by one).
  *   registry    one byte per 2 MiB chunk of the address space saying whether the
  *               chunk is a SuperSlab, the head of a large block, or foreign.
  *
@@ -70,6 +73,9 @@
   } while (0)
 #define HAK_COUNT(lvalue, n) HAK_COUNT_LEVEL(1, lvalue, n)
 #define HAK_COUNT_OP(lvalue, n) HAK_COUNT_LEVEL(2, lvalue, n)
+
+/* ---- arena: the address space SuperSlabs are carved from (arena.c) */
+#define HAK_ARENA_SIZE    ((uintptr_t)16 << 30)
 
 /* ---- registry */
 #define HAK_ADDR_BITS     47

@@ -2,8 +2,9 @@
 # Test runner behind `make test`.
 #
 # Runs every test binary in build/test/ (release, then dyn_, ubsan_, asan_
-# and tsan_ variants), the smoke test, and a correctness run of the
-# benchmarks (bench/smoke.sh). Sums the "RESULT <name> <passed> <failed>" lines; a program
+# and tsan_ variants), three of them again without the SuperSlab arena
+# (noarena_), the smoke test, and a correctness run of the benchmarks
+# (bench/smoke.sh). Sums the "RESULT <name> <passed> <failed>" lines; a program
 # that crashes, times out or prints no RESULT line counts as one failure.
 # Logs go to build/test/logs/<name>.log. The last line is
 # "N passed, M failed"; the exit status is 1 if anything failed.
@@ -87,6 +88,16 @@ for prefix in "${VARIANTS[@]}"; do
     run_test "$bin"
   done
 done
+# Without the arena: an address-space limit refuses its reservation, so
+# SuperSlabs are mapped one by one and free finds them through the registry.
+for t in test_internal test_api test_stress; do
+  bin=$TESTS/$t
+  [ -x "$bin" ] || continue
+  start=$SECONDS
+  { (ulimit -v 8388608 && TEST_NO_ARENA=1 STRESS_SCALE=100 exec timeout -k 10 300 "$bin") >"$LOGS/noarena_$t.log" 2>&1; rc=$?; } 2>/dev/null
+  record "noarena_$t" "$rc" "$LOGS/noarena_$t.log" $((SECONDS - start))
+done
+
 if [ "$programs" -eq 0 ]; then
   echo "FAIL no test binaries in $TESTS (run make first)"
   total_failed=$((total_failed + 1))

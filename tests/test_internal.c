@@ -302,6 +302,52 @@ static void test_bigcache_fit(void) {
   free(small);
 }
 
+/* SuperSlabs come from the arena, and one given back (no pool slot left)
+ * stays in it, unregistered and decommitted, for the next taker. Under
+ * TEST_NO_ARENA (run.sh refuses the address space) they are mapped one by
+ * one and free finds them through the registry. */
+static void test_arena(void) {
+  void *p = malloc(100);
+  escape(p);
+  if (getenv("TEST_NO_ARENA")) {
+    CHECK(hak_arena_size == 0, "the arena was reserved under an address-space limit");
+    CHECK(!hak_in_arena((uintptr_t)p) && hak_registry_kind((uintptr_t)p) == HAK_REG_SUPERSLAB,
+          "block outside a registered SuperSlab");
+    free(p);
+    return;
+  }
+  CHECK(hak_arena_size == HAK_ARENA_SIZE && !(hak_arena_base & HAK_SS_MASK), "arena %#lx + %#lx",
+        (unsigned long)hak_arena_base, (unsigned long)hak_arena_size);
+  CHECK(hak_in_arena((uintptr_t)p), "block %p outside the arena", p);
+  free(p);
+
+  long keep = hak_option_get(hak_option_keep_empty_superslabs);
+  long slots = hak_option_get(hak_option_shared_pool_slots);
+  hak_option_set(hak_option_keep_empty_superslabs, 0);
+  hak_option_set(hak_option_shared_pool_slots, 0);
+  hak_trim();
+  enum { N = 64 };   /* 64 x 100 KB: more than two SuperSlabs */
+  static char *blocks[N];
+  for (int i = 0; i < N; i++) blocks[i] = malloc(100000);
+  uintptr_t last = (uintptr_t)hak_ss_of(blocks[N - 1]);
+  CHECK(hak_in_arena(last), "SuperSlab %#lx outside the arena", (unsigned long)last);
+  for (int i = 0; i < N; i++) free(blocks[i]);
+  hak_trim();
+  CHECK(hak_registry_kind(last) == HAK_REG_FOREIGN, "given-back SuperSlab still registered");
+  struct hak_stats st;
+  hak_stats_get(&st);
+  uint64_t maps = st.os_maps;
+  for (int i = 0; i < N; i++) blocks[i] = malloc(100000);
+  int again = 0;
+  for (int i = 0; i < N; i++) again += (uintptr_t)hak_ss_of(blocks[i]) == last;
+  CHECK(again > 0, "the given-back SuperSlab was not taken again");
+  hak_stats_get(&st);
+  CHECK(st.os_maps == maps, "%llu new mappings instead of given-back SuperSlabs", (unsigned long long)(st.os_maps - maps));
+  for (int i = 0; i < N; i++) free(blocks[i]);
+  hak_option_set(hak_option_keep_empty_superslabs, keep);
+  hak_option_set(hak_option_shared_pool_slots, slots);
+}
+
 static hak_heap_t *exited_heap;
 static void *heap_thread(void *arg) {
   void *p = malloc(64);
@@ -343,6 +389,7 @@ int main(void) {
   test_block_check();
   test_aligned_classes();
   test_registry();
+  test_arena();
   test_remote_free(16, REMOTE_N);
   test_remote_free(48, REMOTE_N);
   test_remote_free(640, REMOTE_N);

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
+#include "internal.h"
 
 #define INVALID_FREE "hakmem: free(): invalid pointer "
 #define INVALID_REALLOC "hakmem: realloc(): invalid pointer "
@@ -57,6 +58,16 @@ static void free_large_middle(void) {
   char *p = T_malloc(1 << 20);
   report(p + (1 << 19));
   T_free(opaque(p + (1 << 19)));
+}
+
+/* An address in the arena where no SuperSlab has been carved yet: free reads
+ * zeroed descriptors there and must still reject it. */
+static void free_arena_unused(void) {
+  void *first = T_malloc(16);
+  opaque(first);
+  char *p = hak_arena_size ? (char *)(hak_arena_base + hak_arena_size - HAK_SS_SIZE + 8192) : global_buf;
+  report(p);
+  T_free(opaque(p));
 }
 
 static void realloc_stack(void) {
@@ -123,6 +134,7 @@ static const struct invalid_case cases[] = {
     {"free of a global", INVALID_FREE, free_global},
     {"free of an interior pointer", INVALID_FREE, free_interior},
     {"free inside a large block", INVALID_FREE, free_large_middle},
+    {"free in the arena where no SuperSlab is", INVALID_FREE, free_arena_unused},
     {"realloc of a stack address", INVALID_REALLOC, realloc_stack},
     {"usable size of a stack address", INVALID_USABLE, usable_size_stack},
     {"double free of a tiny block", DOUBLE_FREE, double_free_tiny},

@@ -49,9 +49,6 @@ static void *map_raw(void *hint, size_t size, int prot, int extra) {
 
 void *hak_os_map(size_t size) { return map_raw(NULL, size, PROT_READ | PROT_WRITE, 0); }
 
-void *hak_os_map_noreserve(size_t size) {
-  return map_raw(NULL, size, PROT_READ | PROT_WRITE, MAP_NORESERVE);
-}
 
 void hak_os_unmap(void *p, size_t size) {
   int e = errno;
@@ -64,10 +61,22 @@ void hak_os_unmap(void *p, size_t size) {
  * as the kernel places mappings top-down. */
 static _Atomic uintptr_t aligned_hint;
 
-/* One mmap at the hint when the kernel grants it (the common case), else
- * over-allocate by align and trim both ends. */
-void *hak_os_map_aligned(size_t size, size_t align) {
+/* Over-allocate by align and trim both ends. */
+static void *map_trimmed(size_t size, size_t align, int extra) {
   if (size + align < size) return NULL;
+  char *p = map_raw(NULL, size + align, PROT_READ | PROT_WRITE, extra);
+  if (!p) return NULL;
+  uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+  size_t head = a - (uintptr_t)p;
+  size_t tail = align - head;
+  if (head) hak_os_unmap(p, head);
+  if (tail) hak_os_unmap((char *)a + size, tail);
+  return (void *)a;
+}
+
+/* One mmap at the hint when the kernel grants it (the common case), else
+ * over-allocate and trim. */
+void *hak_os_map_aligned(size_t size, size_t align) {
   uintptr_t span = (size + align - 1) & ~(uintptr_t)(align - 1);
   uintptr_t hint = atomic_load_explicit(&aligned_hint, memory_order_relaxed);
   if (hint > span && !(hint & (align - 1))) {
@@ -78,16 +87,12 @@ void *hak_os_map_aligned(size_t size, size_t align) {
     }
     if (q) hak_os_unmap(q, size);
   }
-  char *p = hak_os_map(size + align);
-  if (!p) return NULL;
-  uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
-  size_t head = a - (uintptr_t)p;
-  size_t tail = align - head;
-  if (head) hak_os_unmap(p, head);
-  if (tail) hak_os_unmap((char *)a + size, tail);
-  atomic_store_explicit(&aligned_hint, a, memory_order_relaxed);
-  return (void *)a;
+  char *a = map_trimmed(size, align, 0);
+  if (a) atomic_store_explicit(&aligned_hint, (uintptr_t)a, memory_order_relaxed);
+  return a;
 }
+
+void *hak_os_reserve_aligned(size_t size, size_t align) { return map_trimmed(size, align, MAP_NORESERVE); }
 
 void hak_os_decommit(void *p, size_t size) {
   int e = errno;

@@ -1,0 +1,63 @@
+/* The SuperSlab arena: one range of address space reserved at start-up that
+ * SuperSlabs are carved from, so that free tells a block of a SuperSlab by
+ * one subtraction and one compare, with no table lookup.
+ *
+ * Arena SuperSlabs are never unmapped: a hole could be taken by a foreign
+ * mapping that free would then take for ours. One given back is decommitted
+ * and marked in a bitmap for the next taker. The reservation is charged
+ * nothing (MAP_NORESERVE) and costs memory only where SuperSlabs are in use.
+ * If it cannot be had, or once the arena is full, SuperSlabs are mapped one
+ * by one and free finds them through the registry on its slow path. */
+#include "internal.h"
+
+#define ARENA_SLOTS (HAK_ARENA_SIZE >> HAK_SS_SHIFT)
+
+uintptr_t hak_arena_base;
+uintptr_t hak_arena_size;
+static _Atomic size_t carved;                    /* SuperSlabs taken from the untouched end */
+static _Atomic uint64_t given[ARENA_SLOTS / 64];  /* a bit per SuperSlab given back */
+static _Atomic size_t given_count;
+
+void hak_arena_init(void) {
+  void *p = hak_os_reserve_aligned(HAK_ARENA_SIZE, HAK_SS_SIZE);
+  if (!p) return;
+  hak_arena_base = (uintptr_t)p;
+  hak_arena_size = HAK_ARENA_SIZE;
+}
+
+static hak_superslab_t *slot_address(size_t i) {
+  return (hak_superslab_t *)(hak_arena_base + ((uintptr_t)i << HAK_SS_SHIFT));
+}
+
+/* A SuperSlab of the arena, zeroed: one given back, else a fresh one; NULL
+ * when the arena is full or absent. */
+hak_superslab_t *hak_arena_take(void) {
+  if (!hak_arena_size) return NULL;
+  if (atomic_load_explicit(&given_count, memory_order_relaxed)) {
+    for (size_t w = 0; w < ARENA_SLOTS / 64; w++) {
+      uint64_t bits = atomic_load_explicit(&given[w], memory_order_relaxed);
+      while (bits) {
+        uint64_t bit = bits & -bits;
+        uint64_t old = atomic_fetch_and(&given[w], ~bit);
+        if (old & bit) {
+          atomic_fetch_sub(&given_count, 1);
+          return slot_address(w * 64 + (size_t)__builtin_ctzll(bit));
+        }
+        bits = old & ~bit;
+      }
+    }
+  }
+  size_t i = atomic_load_explicit(&carved, memory_order_relaxed);
+  while (i < ARENA_SLOTS) {
+    if (atomic_compare_exchange_weak(&carved, &i, i + 1)) return slot_address(i);
+  }
+  return NULL;
+}
+
+/* Take back a SuperSlab of the arena that nobody uses any more. */
+void hak_arena_give(hak_superslab_t *ss) {
+  hak_os_decommit(ss, HAK_SS_SIZE);
+  size_t i = ((uintptr_t)ss - hak_arena_base) >> HAK_SS_SHIFT;
+  atomic_fetch_or(&given[i / 64], 1ull << (i % 64));
+  atomic_fetch_add(&given_count, 1);
+}
