@@ -18,9 +18,10 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
   if (n < want && s->carved < s->capacity) {
     uint32_t k = s->capacity - s->carved;
     if (k > want - n) k = want - n;
-    char *p = (char *)s->start + (size_t)s->carved * s->block_size;
+    uint32_t bs = hak_class_size[s->cls];
+    char *p = (char *)s->start + (size_t)s->carved * bs;
     memmove(out + k, out, n * sizeof(void *));
-    for (uint32_t i = 0; i < k; i++, p += s->block_size) {
+    for (uint32_t i = 0; i < k; i++, p += bs) {
       ((uintptr_t *)p)[1] = hak_free_mark();
       out[k - 1 - i] = p;
     }

@@ -127,7 +127,7 @@ size_t hak_block_usable(const void *p, const char *fn) {
     hak_slab_t *s = hak_unit_of(hak_ss_of(p), a);
     if (!hak_is_block(s, a) || ((const uintptr_t *)p)[1] == hak_free_mark())
       hak_fatal_pointer(fn, "invalid pointer", p);
-    return s->block_size;
+    return hak_class_size[s->cls];
   }
   if (kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED) return hak_large_usable(p, kind, fn);
   hak_fatal_pointer(fn, "invalid pointer", p);

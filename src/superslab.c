@@ -88,7 +88,6 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
     s[i].inverse = hak_odd_inverse(bs);
     s[i].shift = (uint8_t)__builtin_ctz(bs);
     s[i].start = (uintptr_t)ss + start;
-    s[i].block_size = bs;
     s[i].limit = capacity;
     s[i].cls = (uint8_t)cls;
     s[i].cache_off = (uint16_t)(cls * sizeof(hak_ucache_t));
@@ -116,7 +115,6 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   if (HAK_STAT) hak_stats_slab_bytes(s->cls, -(int64_t)((uintptr_t)ss + ((u + units) << HAK_UNIT_SHIFT) - s->start));
   for (unsigned i = 0; i < units; i++) {
     hak_slab_t *d = &s[i];
-    d->block_size = 0;
     d->limit = 0;
     d->head_delta = 0;
     d->free = NULL;

@@ -89,21 +89,21 @@ struct hak_heap_s;
  * fields the free fast path reads (geometry, class, cache_off) and point back to the head
  * with head_delta, so free never needs the head. */
 typedef struct hak_slab_s {
-  uint64_t inverse;        /* of block_size's odd part, mod 2^64 (hak_is_block) */
+  uint64_t inverse;        /* of the block size's odd part, mod 2^64 (hak_is_block) */
   uintptr_t start;         /* address of block 0 */
-  uint32_t block_size;     /* 0 when the unit is not in use */
-  uint32_t limit;          /* blocks in the slab, 0 when the unit is not in use */
+  uint64_t limit;          /* blocks in the slab, 0 when the unit is not in use;
+                              64 bits so that free compares with it in memory */
   uint8_t  cls;
   uint8_t  head_delta;     /* units back to the head descriptor */
   uint8_t  units;          /* span length, head only */
-  uint8_t  shift;          /* trailing zero bits of block_size */
-  uint32_t used;           /* blocks handed out (to the unified cache or the program) */
-  void    *free;           /* local free list, owner only */
+  uint8_t  shift;          /* trailing zero bits of the block size */
+  uint16_t cache_off;      /* offset of the class's cache in a heap */
   uint16_t capacity;       /* blocks in the slab */
+  void    *free;           /* local free list, owner only */
+  uint32_t used;           /* blocks handed out (to the unified cache or the program) */
   uint16_t carved;         /* blocks taken from the never-used tail so far */
   uint8_t  in_full;        /* 1: on the heap's full list, 0: on the warm list */
   uint8_t  reserved;
-  uint16_t cache_off;      /* cls * sizeof(hak_ucache_t): the class's cache in a heap */
   struct hak_slab_s *next, *prev;   /* warm-pool or full list of the owning heap */
 } hak_slab_t;
 

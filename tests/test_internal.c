@@ -50,7 +50,7 @@ static void test_block_check(void) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     uint32_t d = hak_class_size[c];
     hak_slab_t s = {.inverse = hak_odd_inverse(d), .shift = (uint8_t)__builtin_ctz(d), .start = HAK_SS_SIZE,
-                    .block_size = d, .limit = (uint32_t)((HAK_SS_SIZE - HAK_SS_HEADER) / d)};
+                    .limit = (HAK_SS_SIZE - HAK_SS_HEADER) / d};
     for (uint64_t off = 0; off < HAK_SS_SIZE; off++) {
       bool want = off % d == 0 && off / d < s.limit;
       if (hak_is_block(&s, s.start + off) != want) wrong++;
