@@ -74,6 +74,7 @@ static hak_heap_t *heap_new(void) {
   size_t size = (sizeof(hak_heap_t) + items * sizeof(void *) + page - 1) & ~(page - 1);
   hak_heap_t *h = hak_os_map(size);
   if (!h) return NULL;
+  memcpy(h->cache_of_small, hak_cache_of_small, sizeof h->cache_of_small);
   void **it = (void **)(h + 1);
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     h->cache[c].top = h->cache[c].items = it;

@@ -167,6 +167,8 @@ enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };
 
 typedef struct hak_heap_s {
   hak_ucache_t cache[HAK_CLASSES];     /* the fast paths touch only this */
+  uint16_t     cache_of_small[HAK_TINY_MAX / 16 + 1];   /* and this: a copy of hak_cache_of_small,
+                                          addressed from the heap pointer malloc already holds */
   hak_class_counters_t counters[HAK_CLASSES];
   hak_remote_batch_t outgoing[HAK_CLASSES];  /* blocks of other heaps freed here */
   hak_slab_t  *warm[HAK_CLASSES];      /* warm pool: slabs with free blocks */
