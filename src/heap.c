@@ -33,80 +33,35 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
 /* ---- remote frees: other threads push batches of this heap's blocks on
  * the inbox of their class (free.c); the owner takes them in here */
 
-static bool batch_counted(unsigned cls) { return hak_class_size[cls] >= HAK_BATCH_COUNTED; }
-
-/* Blocks of a container: itself and the ones it lists. */
-static uint32_t container_blocks(void **c, bool counted) { return 1 + (counted ? (uint32_t)(uintptr_t)c[2] : 0); }
-
-/* Give every block of a chain of containers back to its slab. A container
- * goes after the blocks it lists: returning it may empty its slab, whose
- * pages may then be decommitted. */
-static void chain_to_slabs(hak_heap_t *h, unsigned cls, void **c) {
-  bool counted = batch_counted(cls);
-  uint32_t n = 0;
+/* Take the inbox of class cls: up to room blocks into out[] (they stay in
+ * use as far as their slabs know, like any cached block), the rest back to
+ * their slabs. A container goes after the blocks it lists: returning it may
+ * empty its slab, whose pages may then be decommitted. Returns the number
+ * put in out[]. */
+uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room) {
+  if (!atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) return 0;
+  void **c = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
+  bool counted = hak_class_size[cls] >= HAK_BATCH_COUNTED;
+  uint32_t n = 0, taken = 0;
   while (c) {
     void **next = c[0];
-    uint32_t k = container_blocks(c, counted) - 1;
-    for (uint32_t i = 0; i < k; i++) hak_slab_put_local(h, c[3 + i]);
-    hak_slab_put_local(h, c);
+    uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
+    uint32_t fit = room - taken < k ? room - taken : k;
+    if (fit) memcpy(out + taken, c + 3, fit * sizeof(void *));
+    taken += fit;
+    for (uint32_t i = fit; i < k; i++) hak_slab_put_local(h, c[3 + i]);
+    if (taken < room) out[taken++] = c;
+    else hak_slab_put_local(h, c);
     n += k + 1;
     c = next;
   }
   HAK_COUNT(h->counters[cls].remote_received, n);
-}
-
-/* Move the whole containers of *chain that fit in room into out[]; the rest
- * stays in *chain. A container larger than room on its own (from a heap
- * made with bigger caches) goes back to the slabs. */
-static uint32_t chain_take(hak_heap_t *h, unsigned cls, void ***chain, void **out, uint32_t room) {
-  bool counted = batch_counted(cls);
-  uint32_t taken = 0;
-  void **c = *chain;
-  while (c) {
-    void **next = c[0];
-    uint32_t k = container_blocks(c, counted) - 1;
-    if (taken + k + 1 > room) {
-      if (k + 1 <= room) break;
-      c[0] = NULL;
-      chain_to_slabs(h, cls, c);
-    } else {
-      memcpy(out + taken, c + 3, k * sizeof(void *));
-      taken += k;
-      out[taken++] = c;
-    }
-    c = next;
-  }
-  *chain = c;
-  HAK_COUNT(h->counters[cls].remote_received, taken);
   return taken;
 }
 
-/* Refill from remote frees: up to room blocks into out[] (they stay in use
- * as far as their slabs know, like any cached block), parked containers
- * first, then the inbox; what does not fit is parked for the next refill,
- * not spread back over the slabs. Returns the number put in out[]. */
-uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room) {
-  uint32_t taken = 0;
-  if (h->parked[cls]) taken = chain_take(h, cls, &h->parked[cls], out, room);
-  if (!h->parked[cls] && atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) {
-    void **chain = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
-    taken += chain_take(h, cls, &chain, out + taken, room - taken);
-    h->parked[cls] = chain;
-  }
-  return taken;
-}
-
-/* Give parked and inbox blocks back to their slabs (slow-path sweeps, trim,
- * thread exit), so that memory the heap no longer asks for can be released. */
 void hak_heap_collect_all(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    if (h->parked[c]) {
-      chain_to_slabs(h, c, h->parked[c]);
-      h->parked[c] = NULL;
-    }
-    if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed))
-      chain_to_slabs(h, c, atomic_exchange_explicit(&h->inbox[c], NULL, memory_order_acquire));
-  }
+  for (unsigned c = 0; c < HAK_CLASSES; c++)
+    if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) hak_heap_take_remote(h, c, NULL, 0);
 }
 
 /* ---- lifecycle */

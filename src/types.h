@@ -171,7 +171,6 @@ typedef struct hak_heap_s {
                                           addressed from the heap pointer malloc already holds */
   hak_class_counters_t counters[HAK_CLASSES];
   hak_remote_batch_t outgoing[HAK_CLASSES];  /* blocks of other heaps freed here */
-  void       **parked[HAK_CLASSES];   /* containers taken from the inbox that the cache had no room for */
   hak_slab_t  *warm[HAK_CLASSES];      /* warm pool: slabs with free blocks */
   hak_slab_t  *full[HAK_CLASSES];      /* slabs with nothing left to hand out */
   hak_superslab_t *superslabs;         /* owned; ones with free units first */

@@ -149,41 +149,6 @@ static void test_remote_free(size_t size, int n) {
   for (int i = 0; i < n; i++) free(remote_blocks[i]);
 }
 
-static bool is_remote_block(void *p, int n) {
-  return bsearch(&p, remote_blocks, (size_t)n, sizeof(void *), cmp_ptr) != NULL;
-}
-
-/* A refill takes whole containers from the inbox as far as the cache has
- * room and parks the rest for the next refill; a sweep gives parked blocks
- * back to their slabs. */
-static void test_remote_parking(void) {
-  enum { N = 1000, ROOM = 50 };
-  hak_heap_t *h = hak_heap_get();
-  unsigned cls = hak_class_of(100);
-  remote_n = N;
-  for (int i = 0; i < N; i++) remote_blocks[i] = malloc(100);
-  uint64_t used = h->counters[cls].used_blocks;
-  pthread_t t;
-  pthread_create(&t, NULL, remote_free_thread, NULL);
-  pthread_join(t, NULL);
-  qsort(remote_blocks, N, sizeof(void *), cmp_ptr);
-  void *out[2 * ROOM];
-  uint32_t a = hak_heap_take_remote(h, cls, out, ROOM);
-  CHECK(a > 0 && a <= ROOM, "first take moved %u blocks for room %d", a, ROOM);
-  CHECK(h->parked[cls] != NULL && atomic_load(&h->inbox[cls]) == NULL, "the rest of the inbox was not parked");
-  uint32_t b = hak_heap_take_remote(h, cls, out + a, ROOM);
-  CHECK(b > 0 && b <= ROOM, "second take (from the parked chain) moved %u blocks", b);
-  int foreign = 0;
-  for (uint32_t i = 0; i < a + b; i++) foreign += !is_remote_block(out[i], N);
-  CHECK(foreign == 0, "%d taken blocks were not remotely freed ones", foreign);
-  CHECK(h->counters[cls].used_blocks == used, "taking changed the slabs' counts");
-  hak_heap_collect_all(h);
-  CHECK(h->parked[cls] == NULL, "the sweep left parked blocks");
-  CHECK(h->counters[cls].used_blocks == used - (N - a - b), "the sweep returned %llu blocks, not %u",
-        (unsigned long long)(used - h->counters[cls].used_blocks), N - a - b);
-  for (uint32_t i = 0; i < a + b; i++) hak_slab_put_local(h, out[i]);
-}
-
 /* A thread's remote frees travel in batches: a partial batch waits in the
  * freeing thread until it fills up or the thread trims (or exits). */
 static struct {
@@ -210,7 +175,7 @@ static void *batch_thread(void *arg) {
   CHECK(n == 3, "after trim the inbox holds %u blocks, not 3", n);
   void **c = atomic_load(inbox);
   CHECK(c && !c[0], "3 blocks of 100 bytes did not travel in one container");
-  hak_heap_collect_all(batch.owner);   /* the owner is parked in join */
+  hak_heap_take_remote(batch.owner, batch.cls, NULL, 0);   /* the owner is parked in join */
   for (uint32_t i = 3; i < 3 + batch.limit; i++) free(batch.blocks[i]);
   n = inbox_blocks(inbox);
   CHECK(n == batch.limit, "a full batch of %u blocks reached the owner as %u", batch.limit, n);
@@ -430,7 +395,6 @@ int main(void) {
   test_remote_free(640, REMOTE_N);
   test_remote_free(20000, 500);
   test_remote_batch();
-  test_remote_parking();
   test_release();
   test_large();
   test_bigcache_expiry();
