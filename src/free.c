@@ -24,7 +24,7 @@ HAK_NOINLINE void hak_free_slow(void *p) {
   if (!p) return;
   uint8_t kind = hak_registry_kind((uintptr_t)p);
   if (kind == HAK_REG_SUPERSLAB) {
-    hak_free_block(p);
+    hak_free_block(p, (uintptr_t)p);
     return;
   }
   if (kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED) {
