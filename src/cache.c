@@ -40,7 +40,7 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   uint32_t cap = hak_cache_cap(c);
   void **want = c->items + cap / 2;
   HAK_COUNT(h->counters[cls].refills, 1);
-  c->top += hak_heap_take_remote(h, cls, c->top, (uint32_t)(c->end - cap / 4 - c->top));
+  c->top += hak_heap_take_remote(h, cls, c->top, cap - cap / 4);   /* the cache is empty */
   while (c->top < want) {
     hak_slab_t *s = h->warm[cls];
     if (!s && !(s = hak_slab_new(h, cls))) break;

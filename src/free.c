@@ -49,7 +49,7 @@ static void inbox_push(hak_heap_t *owner, unsigned cls, void **head, void **tail
 
 /* Start a new container p in front of the batch's chain. */
 static void batch_open(hak_remote_batch_t *b, unsigned cls, void **p) {
-  if (b->head && hak_class_size[cls] >= HAK_BATCH_COUNTED) b->head[2] = (void *)(uintptr_t)b->in_head;
+  if (b->head && hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)b->in_head;
   p[0] = b->head;
   if (!b->head) b->tail = p;
   b->head = p;
@@ -58,7 +58,7 @@ static void batch_open(hak_remote_batch_t *b, unsigned cls, void **p) {
 
 static void batch_flush(hak_remote_batch_t *b, unsigned cls) {
   if (!b->count) return;
-  if (hak_class_size[cls] >= HAK_BATCH_COUNTED) b->head[2] = (void *)(uintptr_t)b->in_head;
+  if (hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)b->in_head;
   inbox_push(b->owner, cls, b->head, b->tail);
   b->owner = NULL;
   b->head = b->tail = NULL;
@@ -78,7 +78,7 @@ static HAK_COLD void free_remote_no_heap(void **p, hak_heap_t *owner, unsigned c
   } else if (h) {
     hak_free_remote(p, hak_ss_of(p), hak_unit_of(hak_ss_of(p), (uintptr_t)p));
   } else {   /* no memory for a heap: a batch of one */
-    if (hak_class_size[cls] >= HAK_BATCH_COUNTED) p[2] = 0;
+    if (hak_batch_counted(cls)) p[2] = 0;
     inbox_push(owner, cls, p, p);
   }
 }

@@ -41,7 +41,7 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room) {
   if (!atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) return 0;
   void **c = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
-  bool counted = hak_class_size[cls] >= HAK_BATCH_COUNTED;
+  bool counted = hak_batch_counted(cls);
   uint32_t n = 0, taken = 0;
   while (c) {
     void **next = c[0];
@@ -82,7 +82,7 @@ static hak_heap_t *heap_new(void) {
     hak_remote_batch_t *b = &h->outgoing[c];
     b->limit = caps[c] >= 8 ? caps[c] / 4 : 1;
     uint32_t words = hak_class_size[c] / sizeof(void *);
-    b->room = hak_class_size[c] < HAK_BATCH_COUNTED ? 0 : words - 3 < b->limit - 1 ? words - 3 : b->limit - 1;
+    b->room = !hak_batch_counted(c) ? 0 : words - 3 < b->limit - 1 ? words - 3 : b->limit - 1;
     it += caps[c];
   }
   hak_heap_t *old = atomic_load(&heaps);

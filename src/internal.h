@@ -137,6 +137,9 @@ void   hak_bigcache_tick(void);
 int    hak_bigcache_drain(void);
 
 /* ---- free.c */
+/* Whether a remote-free container of class cls has room for its count
+ * (types.h, hak_remote_batch_t). */
+HAK_INLINE bool hak_batch_counted(unsigned cls) { return hak_class_size[cls] >= HAK_BATCH_COUNTED; }
 void hak_free_slow(void *p);
 void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s);
 void hak_remote_flush_all(hak_heap_t *h);
