@@ -57,7 +57,7 @@ void hak_banner_print(void) {
     hak_out_str(&o, " of address space at ");
     hak_out_hex(&o, hak_arena_base);
   } else {
-    hak_out_str(&o, "no arena (address space refused): SuperSlabs mapped one by one");
+    hak_out_str(&o, "no arena (address space refused, or strict overcommit): SuperSlabs mapped one by one");
   }
   hak_out_str(&o, "\nhakmem os: page ");
   hak_out_u64(&o, hak_os_page_size());

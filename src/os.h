@@ -16,7 +16,8 @@ void    *hak_os_map(size_t size);
 void    *hak_os_map_aligned(size_t size, size_t align);
 /* A read-write range aligned to align that is never charged against the
  * commit limit (MAP_NORESERVE): pages cost memory once touched. NULL if the
- * address space cannot be had. */
+ * address space cannot be had, or under strict overcommit accounting (where
+ * it would be charged in full). */
 void    *hak_os_reserve_aligned(size_t size, size_t align);
 void     hak_os_unmap(void *p, size_t size);
 /* Drop the pages' contents: the range reads as zero afterwards, RSS shrinks. */

@@ -92,7 +92,13 @@ void *hak_os_map_aligned(size_t size, size_t align) {
   return a;
 }
 
-void *hak_os_reserve_aligned(size_t size, size_t align) { return map_trimmed(size, align, MAP_NORESERVE); }
+/* Under strict overcommit (vm.overcommit_memory = 2) the kernel ignores
+ * MAP_NORESERVE and would charge the whole range: refuse instead. */
+void *hak_os_reserve_aligned(size_t size, size_t align) {
+  char mode[8];
+  if (hak_os_read_file("/proc/sys/vm/overcommit_memory", mode, sizeof mode) > 0 && mode[0] == '2') return NULL;
+  return map_trimmed(size, align, MAP_NORESERVE);
+}
 
 void hak_os_decommit(void *p, size_t size) {
   int e = errno;
