@@ -177,10 +177,12 @@ typedef struct hak_heap_s {
   uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free */
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
-  struct hak_heap_s *next_heap;        /* global list of heaps, never unlinked */
+  /* What other threads read or write, apart from the owner's fields so
+   * that they do not share lines: the list link and the state (read by
+   * every remote-free batch), and the inbox of blocks of this heap freed by
+   * other threads, pushed a batch at a time. */
+  _Alignas(64) struct hak_heap_s *next_heap;   /* global list of heaps, never unlinked */
   _Atomic int  state;
-  /* blocks of this heap freed by other threads, pushed a batch at a time;
-   * apart from the owner's fields so that pushes do not share their lines */
   _Alignas(64) _Atomic(void *) inbox[HAK_CLASSES];
 } hak_heap_t;
 
