@@ -15,8 +15,8 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
     s->free = *(void **)p;
     out[n++] = p;
   }
-  if (n < want && s->carved < s->capacity) {
-    uint32_t k = s->capacity - s->carved;
+  if (n < want && s->carved < s->limit) {
+    uint32_t k = (uint32_t)s->limit - s->carved;
     if (k > want - n) k = want - n;
     uint32_t bs = hak_class_size[s->cls];
     char *p = (char *)s->start + (size_t)s->carved * bs;
@@ -45,7 +45,7 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
     hak_slab_t *s = h->warm[cls];
     if (!s && !(s = hak_slab_new(h, cls))) break;
     c->top += slab_take(h, s, c->top, (uint32_t)(want - c->top));
-    if (!s->free && s->carved == s->capacity) {
+    if (!s->free && s->carved == s->limit) {
       hak_slab_list_remove(&h->warm[cls], s);
       s->in_full = 1;
       hak_slab_list_push(&h->full[cls], s);

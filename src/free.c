@@ -71,15 +71,15 @@ void hak_remote_flush_all(hak_heap_t *h) {
 
 /* The first remote free of a thread without a heap gets it one; if that
  * adopts the owner, the block is simply a local free. */
-static HAK_COLD void free_remote_no_heap(void **p, hak_heap_t *owner, unsigned cls) {
+static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab_t *s) {
   hak_heap_t *h = hak_heap_get();
-  if (h == owner) {
+  if (h == ss->owner) {
     hak_slab_put_local(h, p);
   } else if (h) {
-    hak_free_remote(p, hak_ss_of(p), hak_unit_of(hak_ss_of(p), (uintptr_t)p));
+    hak_free_remote(p, ss, s);
   } else {   /* no memory for a heap: a batch of one */
-    if (hak_batch_counted(cls)) p[2] = 0;
-    inbox_push(owner, cls, p, p);
+    if (hak_batch_counted(s->cls)) p[2] = 0;
+    inbox_push(ss->owner, s->cls, p, p);
   }
 }
 
@@ -104,7 +104,7 @@ HAK_NOINLINE void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s) {
   unsigned cls = s->cls;
   hak_heap_t *h = hak_tls_heap;
   if (HAK_UNLIKELY(h == &hak_heap_empty)) {
-    free_remote_no_heap(p, owner, cls);
+    free_remote_no_heap(p, ss, s);
     return;
   }
   hak_remote_batch_t *b = &h->outgoing[cls];

@@ -97,7 +97,6 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   s->in_full = 0;
   s->used = 0;
   s->free = NULL;
-  s->capacity = capacity;
   s->carved = 0;
   hak_slab_list_push(&h->warm[cls], s);
   HAK_COUNT(h->counters[cls].slabs, 1);

@@ -98,7 +98,6 @@ typedef struct hak_slab_s {
   uint8_t  units;          /* span length, head only */
   uint8_t  shift;          /* trailing zero bits of the block size */
   uint16_t cache_off;      /* offset of the class's cache in a heap */
-  uint16_t capacity;       /* blocks in the slab */
   void    *free;           /* local free list, owner only */
   uint32_t used;           /* blocks handed out (to the unified cache or the program) */
   uint16_t carved;         /* blocks taken from the never-used tail so far */

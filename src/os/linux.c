@@ -49,7 +49,6 @@ static void *map_raw(void *hint, size_t size, int prot, int extra) {
 
 void *hak_os_map(size_t size) { return map_raw(NULL, size, PROT_READ | PROT_WRITE, 0); }
 
-
 void hak_os_unmap(void *p, size_t size) {
   int e = errno;
   count(&n_unmaps, &n_unmap_bytes, size);
