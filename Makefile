@@ -105,7 +105,7 @@ SAN_TESTS := test_api test_stress test_churn
 TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
              $(addprefix $(T)/dyn_,test_api test_stress) \
              $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
-             $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn) \
+             $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn test_large_race) \
              $(T)/stat2_test_stats
 
 test: all $(TEST_BINS)

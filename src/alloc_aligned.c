@@ -17,12 +17,7 @@ void *hak_alloc_aligned(size_t align, size_t size) {
   }
   int cls = hak_class_for_aligned(size, align);
   if (cls < 0) return hak_large_alloc(size, align, false);
-  hak_heap_t *h = hak_heap_get();
-  if (!h) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return hak_malloc_class(h, (unsigned)cls, size);
+  return hak_malloc_class((unsigned)cls, size);
 }
 
 HAK_EXPORT void *hak_aligned_alloc(size_t alignment, size_t size) {

@@ -5,6 +5,17 @@
 
 #include "internal.h"
 
+/* Blocks first..end-1 of slab s have been carved: free accepts them now. The
+ * limit of each unit they start in becomes the carved count (types.h). */
+static void slab_accept(hak_slab_t *s, uint32_t first, uint32_t end) {
+  hak_superslab_t *ss = hak_ss_of(s);
+  uint32_t bs = hak_class_size[s->cls];
+  uintptr_t at = s->start - (uintptr_t)ss;   /* of block 0, in the SuperSlab */
+  hak_slab_t *d = &ss->slabs[(at + (uintptr_t)first * bs) >> HAK_UNIT_SHIFT];
+  hak_slab_t *last = &ss->slabs[(at + (uintptr_t)(end - 1) * bs) >> HAK_UNIT_SHIFT];
+  for (; d <= last; d++) __atomic_store_n(&d->limit, end, __ATOMIC_RELAXED);
+}
+
 /* Move up to want free blocks of slab s into out[]: freed blocks first, then
  * never-used ones from the uncarved tail (lowest address on top), so that a
  * slab's untouched pages stay untouched while it has blocks to reuse. */
@@ -15,8 +26,8 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
     s->free = *(void **)p;
     out[n++] = p;
   }
-  if (n < want && s->carved < s->limit) {
-    uint32_t k = (uint32_t)s->limit - s->carved;
+  if (n < want && s->carved < s->capacity) {
+    uint32_t k = (uint32_t)s->capacity - s->carved;
     if (k > want - n) k = want - n;
     uint32_t bs = hak_class_size[s->cls];
     char *p = (char *)s->start + (size_t)s->carved * bs;
@@ -25,6 +36,7 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
       ((uintptr_t *)p)[1] = hak_free_mark();
       out[k - 1 - i] = p;
     }
+    slab_accept(s, s->carved, s->carved + k);
     s->carved = (uint16_t)(s->carved + k);
     n += k;
   }
@@ -45,7 +57,7 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
     hak_slab_t *s = h->warm[cls];
     if (!s && !(s = hak_slab_new(h, cls))) break;
     c->top += slab_take(h, s, c->top, (uint32_t)(want - c->top));
-    if (!s->free && s->carved == s->limit) {
+    if (!s->free && s->carved == s->capacity) {
       hak_slab_list_remove(&h->warm[cls], s);
       s->in_full = 1;
       hak_slab_list_push(&h->full[cls], s);
@@ -54,7 +66,7 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   return hak_cache_count(c);
 }
 
-void *hak_malloc_class(hak_heap_t *h, unsigned cls, size_t size) {
+static void *cache_pop(hak_heap_t *h, unsigned cls, size_t size) {
   hak_ucache_t *c = &h->cache[cls];
   if (c->top == c->items && cache_refill(h, cls) == 0) {
     errno = ENOMEM;
@@ -69,14 +81,30 @@ void *hak_malloc_class(hak_heap_t *h, unsigned cls, size_t size) {
   return p;
 }
 
-HAK_NOINLINE void *hak_malloc_slow(size_t size) {
-  if (size > HAK_MID_MAX) return hak_large_alloc(size, HAK_ALIGN, false);
-  hak_heap_t *h = hak_heap_get();
-  if (HAK_UNLIKELY(!h)) {
+/* An allocation of a thread that has passed its exit handling: from a heap
+ * borrowed for this one call (heap.c). */
+static HAK_COLD void *malloc_exiting(unsigned cls, size_t size) {
+  hak_heap_t *h = hak_heap_borrow();
+  if (!h) {
     errno = ENOMEM;
     return NULL;
   }
-  return hak_malloc_class(h, hak_class_of(size), size);
+  void *p = cache_pop(h, cls, size);
+  hak_heap_give_back(h);
+  return p;
+}
+
+void *hak_malloc_class(unsigned cls, size_t size) {
+  hak_heap_t *h = hak_heap_get();
+  if (HAK_LIKELY(h)) return cache_pop(h, cls, size);
+  if (hak_thread_exiting()) return malloc_exiting(cls, size);
+  errno = ENOMEM;
+  return NULL;
+}
+
+HAK_NOINLINE void *hak_malloc_slow(size_t size) {
+  if (size > HAK_MID_MAX) return hak_large_alloc(size, HAK_ALIGN, false);
+  return hak_malloc_class(hak_class_of(size), size);
 }
 
 /* Return the n oldest (bottom) blocks of a class's cache to their slabs. */

@@ -16,7 +16,30 @@ _Noreturn HAK_COLD void hak_fatal_pointer(const char *fn, const char *what, cons
   hak_os_abort();
 }
 
-HAK_COLD void hak_free_invalid(const void *p) { hak_fatal_pointer("free", "invalid pointer", p); }
+/* True when a, a SuperSlab address the block check refused, is a block of
+ * a slab that has emptied since it handed the block out (types.h): the unit
+ * still holds that slab's geometry, its head agrees, and a is a block start
+ * below the slab's carved count. */
+static bool block_of_emptied_slab(uintptr_t a) {
+  hak_slab_t *u = hak_unit_of(hak_ss_of((void *)a), a);
+  hak_slab_t *head = u - u->head_delta;
+  if (!u->inverse || head->start != u->start || head->inverse != u->inverse || head->shift != u->shift) return false;
+  uint64_t x = (a - u->start) * u->inverse;
+  unsigned k = u->shift;
+  return ((x >> k) | (x << ((64 - k) & 63))) < head->carved;
+}
+
+/* p is in a SuperSlab and fn cannot take it: a block that is free says so
+ * (freed: "double free of" for free, "use after free of" for the others),
+ * anything else is an invalid pointer. */
+_Noreturn HAK_COLD void hak_fatal_block(const char *fn, const char *freed, const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  bool is_free = hak_is_block(hak_unit_of(hak_ss_of(p), a), a) ? ((const uintptr_t *)p)[1] == hak_free_mark()
+                                                                 : block_of_emptied_slab(a);
+  hak_fatal_pointer(fn, is_free ? freed : "invalid pointer", p);
+}
+
+HAK_COLD void hak_free_invalid(const void *p) { hak_fatal_block("free", "double free of", p); }
 
 HAK_COLD void hak_free_double(const void *p) { hak_fatal_pointer("free", "double free of", p); }
 
@@ -77,7 +100,7 @@ static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab
     hak_slab_put_local(h, p);
   } else if (h) {
     hak_free_remote(p, ss, s);
-  } else {   /* no memory for a heap: a batch of one */
+  } else {   /* an exiting thread, or no memory for a heap: a batch of one */
     if (hak_batch_counted(s->cls)) p[2] = 0;
     inbox_push(ss->owner, s->cls, p, p);
   }
@@ -125,8 +148,7 @@ size_t hak_block_usable(const void *p, const char *fn) {
   uint8_t kind = hak_registry_kind(a);
   if (kind == HAK_REG_SUPERSLAB) {
     hak_slab_t *s = hak_unit_of(hak_ss_of(p), a);
-    if (!hak_is_block(s, a) || ((const uintptr_t *)p)[1] == hak_free_mark())
-      hak_fatal_pointer(fn, "invalid pointer", p);
+    if (!hak_is_block(s, a) || ((const uintptr_t *)p)[1] == hak_free_mark()) hak_fatal_block(fn, "use after free of", p);
     return hak_class_size[s->cls];
   }
   if (kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED) return hak_large_usable(p, kind, fn);

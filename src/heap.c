@@ -100,10 +100,15 @@ static hak_heap_t *heap_adopt(void) {
   return NULL;
 }
 
+/* An abandoned heap, else a new one (NULL: no memory). */
+static hak_heap_t *heap_take(void) {
+  hak_heap_t *h = heap_adopt();
+  return h ? h : heap_new();
+}
+
 HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {
   hak_init();
-  hak_heap_t *h = heap_adopt();
-  if (!h) h = heap_new();
+  hak_heap_t *h = heap_take();
   if (!h) return NULL;
   hak_tls_heap = h;
   hak_thread_register(h);
@@ -111,9 +116,38 @@ HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {
   return h;
 }
 
+/* Set once hak_thread_done has run: the thread is exiting, its heap was
+ * released and left. A heap it took now would never be released: glibc
+ * runs key destructors for a few rounds only, so the last round's
+ * allocations would find no destructor after them. */
+static __thread bool thread_exited;
+static __thread hak_heap_t *last_borrowed;
+
+bool hak_thread_exiting(void) { return thread_exited; }
+
+/* The calling thread's heap, made or adopted on its first use; NULL if none
+ * can be had, or if the thread is exiting (an allocation then borrows a
+ * heap, a free of another heap's block goes to the owner's inbox). */
 hak_heap_t *hak_heap_get(void) {
   hak_heap_t *h = hak_tls_heap;
-  return HAK_LIKELY(h != &hak_heap_empty) ? h : hak_heap_thread_init();
+  if (HAK_LIKELY(h != &hak_heap_empty)) return h;
+  return thread_exited ? NULL : hak_heap_thread_init();
+}
+
+/* A heap for one allocation of an exiting thread: the one it borrowed last
+ * if nobody took it since, else any abandoned one, else a new one. */
+hak_heap_t *hak_heap_borrow(void) {
+  hak_heap_t *h = last_borrowed;
+  int expected = HAK_HEAP_ABANDONED;
+  if (!h || !atomic_compare_exchange_strong(&h->state, &expected, HAK_HEAP_ACTIVE)) h = heap_take();
+  return last_borrowed = h;
+}
+
+/* Leave a borrowed heap abandoned again; other threads' release ticks trim
+ * it after the purge delay if no new thread adopts it first. */
+void hak_heap_give_back(hak_heap_t *h) {
+  atomic_store(&h->state, HAK_HEAP_ABANDONED);
+  hak_release_abandoned_due(hak_os_now_ms() + (uint64_t)hak_opt(hak_option_purge_delay_ms));
 }
 
 /* Return what the heap holds and does not use: cached blocks and the inbox
@@ -143,6 +177,7 @@ static int heap_release_and_leave(hak_heap_t *h, bool now) {
  * back); other threads' release ticks purge it when the delays run out. */
 void hak_thread_done(void *arg) {
   hak_tls_heap = &hak_heap_empty;
+  thread_exited = true;
   heap_release_and_leave(arg, false);
 }
 

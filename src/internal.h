@@ -97,6 +97,9 @@ hak_heap_t *hak_heap_list(void);
 void hak_thread_done(void *heap);
 int  hak_heap_release_all(hak_heap_t *h, bool now);
 hak_heap_t *hak_heap_get(void);
+bool hak_thread_exiting(void);
+hak_heap_t *hak_heap_borrow(void);
+void hak_heap_give_back(hak_heap_t *h);
 int  hak_heap_trim_abandoned(bool now);
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
@@ -105,7 +108,7 @@ void hak_heap_collect_all(hak_heap_t *h);
 
 /* ---- cache.c: unified cache refill and flush (the tiny/mid slow paths) */
 void *hak_malloc_slow(size_t size);
-void *hak_malloc_class(hak_heap_t *h, unsigned cls, size_t size);
+void *hak_malloc_class(unsigned cls, size_t size);   /* ENOMEM and NULL if none */
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 
@@ -144,6 +147,7 @@ void hak_free_slow(void *p);
 void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s);
 void hak_remote_flush_all(hak_heap_t *h);
 _Noreturn void hak_fatal_pointer(const char *fn, const char *what, const void *p);
+_Noreturn void hak_fatal_block(const char *fn, const char *freed, const void *p);
 /* The same for free's fast path; declared returning so that the calls are
  * tail jumps and free needs no stack frame. */
 void hak_free_invalid(const void *p);
@@ -187,7 +191,7 @@ HAK_INLINE hak_slab_t *hak_slab_of(hak_superslab_t *ss, uintptr_t a) {
 HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) {
   uint64_t x = (a - s->start) * s->inverse;
   unsigned k = s->shift;
-  return ((x >> k) | (x << ((64 - k) & 63))) < s->limit;
+  return ((x >> k) | (x << ((64 - k) & 63))) < HAK_LOAD_SHARED(s->limit);
 }
 
 /* The mark a free block carries in its second word: the process's secret,

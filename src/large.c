@@ -84,8 +84,9 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   return hdr->user;
 }
 
-/* The header of a large block, after checking p really is one in use. */
-static hak_large_t *large_header(const void *p, uint8_t kind, const char *fn) {
+/* The header of a large block, after checking p really is one in use (one
+ * in the BigCache is reported as `freed`). */
+static hak_large_t *large_header(const void *p, uint8_t kind, const char *fn, const char *freed) {
   uintptr_t a = (uintptr_t)p;
   hak_large_t *hdr;
   if (kind == HAK_REG_LARGE) {
@@ -95,7 +96,7 @@ static hak_large_t *large_header(const void *p, uint8_t kind, const char *fn) {
     hdr = (hak_large_t *)(a - LARGE_HEADER);
   }
   if (hdr->user != p || hdr->check != (a ^ hak_secret)) hak_fatal_pointer(fn, "invalid pointer", p);
-  if (hdr->freed_at) hak_fatal_pointer(fn, "double free of", p);
+  if (hdr->freed_at) hak_fatal_pointer(fn, freed, p);
   return hdr;
 }
 
@@ -106,14 +107,14 @@ static void large_unmap(hak_large_t *hdr, uint8_t kind) {
 }
 
 void hak_large_free(void *p, uint8_t kind, const char *fn) {
-  hak_large_t *hdr = large_header(p, kind, fn);
+  hak_large_t *hdr = large_header(p, kind, fn, "double free of");
   if (HAK_STAT) hak_stats_large(-1, 0, -(int64_t)hdr->map_size);
   if (kind == HAK_REG_LARGE && hak_bigcache_put(hdr)) return;
   large_unmap(hdr, kind);
 }
 
 size_t hak_large_usable(const void *p, uint8_t kind, const char *fn) {
-  hak_large_t *hdr = large_header(p, kind, fn);
+  hak_large_t *hdr = large_header(p, kind, fn, "use after free of");
   return hdr->map_base + hdr->map_size - (uintptr_t)p;
 }
 
@@ -121,7 +122,7 @@ size_t hak_large_usable(const void *p, uint8_t kind, const char *fn) {
  * copying: shrink by unmapping the tail, grow with mremap in place or into a
  * new 2 MiB-aligned place. NULL if the pages could not be moved. */
 void *hak_large_realloc(void *p, size_t size) {
-  hak_large_t *hdr = large_header(p, HAK_REG_LARGE, "realloc");
+  hak_large_t *hdr = large_header(p, HAK_REG_LARGE, "realloc", "use after free of");
   size_t off = (uintptr_t)p - (uintptr_t)hdr;
   if (size > PTRDIFF_MAX - 2 * HAK_SS_SIZE) return NULL;
   size_t need = off + size;
@@ -141,11 +142,16 @@ void *hak_large_realloc(void *p, size_t size) {
     if (HAK_STAT) hak_stats_large(0, 0, grown);
     return p;
   }
+  /* The old chunk is ours until mremap gives its range back: clear it
+   * before (registry.c), and claim it again if the move failed. */
+  hak_registry_set((uintptr_t)hdr, HAK_REG_FOREIGN);
   hak_large_t *moved = hak_os_remap_aligned(hdr, hdr->map_size, map_size, HAK_SS_SIZE);
-  if (!moved) return NULL;
+  if (!moved) {
+    hak_registry_set((uintptr_t)hdr, HAK_REG_LARGE);
+    return NULL;
+  }
   if (HAK_STAT) hak_stats_large(0, 0, grown);
   hak_registry_set((uintptr_t)moved, HAK_REG_LARGE);
-  hak_registry_set((uintptr_t)hdr, HAK_REG_FOREIGN);
   moved->map_base = (uintptr_t)moved;
   moved->map_size = map_size;
   large_set_user(moved, (char *)moved + off);

@@ -22,7 +22,7 @@ void    *hak_os_reserve_aligned(size_t size, size_t align);
 void     hak_os_unmap(void *p, size_t size);
 /* Drop the pages' contents: the range reads as zero afterwards, RSS shrinks. */
 void     hak_os_decommit(void *p, size_t size);
-/* Resize a mapping in place; 0 on success. */
+/* Grow a mapping in place (new_size > old_size); 0 on success. */
 int      hak_os_remap_inplace(void *p, size_t old_size, size_t new_size);
 /* Move a mapping to a fresh address aligned to align; NULL on failure, in
  * which case the old mapping is untouched. */

@@ -1,7 +1,24 @@
 /* The registry: one byte per 2 MiB chunk of the 47-bit address space telling
  * SuperSlabs and large blocks (ours) from everything else (foreign). It lives
  * in zero-initialised memory, so only the pages for chunks we use ever become
- * resident (one 4 KiB page covers 8 GiB of address space). */
+ * resident (one 4 KiB page covers 8 GiB of address space).
+ *
+ * Why a live block is never called foreign, with no lock: a chunk's byte is
+ * only ever written by the thread that has the chunk's first address mapped
+ * (a SuperSlab, a large block's header chunk, a 2 MiB-aligned large block),
+ * and only while it has it:
+ * - a kind is written after the mmap (or mremap) that gave the range;
+ * - FOREIGN is written before the munmap (or mremap away) that gives the
+ *   range back: large_unmap, the BigCache's expiry and drain, the shared
+ *   pool's unmap, and a realloc that moves a block (which claims the chunk
+ *   again if the move fails).
+ * The kernel hands out a range only after it was given back, and its
+ * mapping lock orders the two threads' calls, so the writes to a byte come
+ * in the order of the mappings that covered the chunk: the last one is the
+ * current mapping's. Chunks that are not a mapping's first (the rest of a
+ * large block, the pages below a 2 MiB-aligned one) keep FOREIGN. Writing
+ * FOREIGN after giving a range back would erase the kind another thread
+ * had just written for its new mapping there. */
 #include "internal.h"
 
 _Atomic uint8_t hak_registry_map[HAK_REG_CHUNKS];

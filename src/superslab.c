@@ -83,17 +83,17 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   uint32_t start = u == 0 ? HAK_SS_HEADER : (uint32_t)u << HAK_UNIT_SHIFT;
   uint32_t bytes = ((uint32_t)(u + (int)units) << HAK_UNIT_SHIFT) - start;
   hak_slab_t *s = &ss->slabs[u];
-  uint16_t capacity = (uint16_t)(bytes / bs);
   for (unsigned i = 0; i < units; i++) {   /* what free reads, in every unit */
     s[i].inverse = hak_odd_inverse(bs);
     s[i].shift = (uint8_t)__builtin_ctz(bs);
     s[i].start = (uintptr_t)ss + start;
-    s[i].limit = capacity;
+    s[i].limit = 0;
     s[i].cls = (uint8_t)cls;
     s[i].cache_off = (uint16_t)(cls * sizeof(hak_ucache_t));
     s[i].head_delta = (uint8_t)i;
   }
   s->units = (uint8_t)units;
+  s->capacity = (uint16_t)(bytes / bs);
   s->in_full = 0;
   s->used = 0;
   s->free = NULL;
@@ -104,7 +104,8 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   return s;
 }
 
-/* An empty slab goes back to its SuperSlab as free units. */
+/* An empty slab goes back to its SuperSlab as free units (its descriptors
+ * keep what tells its blocks, types.h). */
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   hak_slab_list_remove(s->in_full ? &h->full[s->cls] : &h->warm[s->cls], s);
   hak_superslab_t *ss = hak_ss_of(s);
@@ -115,7 +116,6 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   for (unsigned i = 0; i < units; i++) {
     hak_slab_t *d = &s[i];
     d->limit = 0;
-    d->head_delta = 0;
     d->free = NULL;
     d->used = 0;
   }

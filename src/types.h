@@ -35,6 +35,19 @@
 #define HAK_INLINE      static inline __attribute__((always_inline))
 #define HAK_EXPORT      __attribute__((visibility("default")))
 
+/* Reads a word that another thread may be storing at the same time, where
+ * the old and the new value serve alike (a unit's limit while its owner
+ * carves, types.h); the stores are relaxed atomic stores. ThreadSanitizer
+ * builds make the load a relaxed atomic load too, so that the race is
+ * declared; the others keep a plain load, which gcc folds into the compare
+ * that uses it, one instruction fewer on free's fast path (an aligned word is
+ * loaded in one access on every 64-bit target). */
+#if defined(__SANITIZE_THREAD__)
+#define HAK_LOAD_SHARED(lvalue) __atomic_load_n(&(lvalue), __ATOMIC_RELAXED)
+#else
+#define HAK_LOAD_SHARED(lvalue) (lvalue)
+#endif
+
 /* ---- geometry */
 #define HAK_SS_SHIFT      21
 #define HAK_SS_SIZE       ((size_t)1 << HAK_SS_SHIFT)
@@ -87,17 +100,24 @@ struct hak_heap_s;
 /* A slab descriptor, one per unit. A multi-unit slab keeps its state in its
  * first unit's descriptor (the head); the other units' descriptors repeat the
  * fields the free fast path reads (geometry, class, cache_off) and point back to the head
- * with head_delta, so free never needs the head. */
+ * with head_delta, so free never needs the head.
+ *
+ * free accepts a block start below the unit's limit: the slab's carved count
+ * as it was when carving last reached this unit, so a block never handed out
+ * is refused. A slab that empties sets its units' limits to 0 and keeps the
+ * rest (geometry, head_delta, carved) until the units are used again, so that
+ * a late free of one of its blocks can be told as a double free. */
 typedef struct hak_slab_s {
   uint64_t inverse;        /* of the block size's odd part, mod 2^64 (hak_is_block) */
   uintptr_t start;         /* address of block 0 */
-  uint64_t limit;          /* blocks in the slab, 0 when the unit is not in use;
-                              64 bits so that free compares with it in memory */
+  uint64_t limit;          /* blocks free accepts (see above), 0 when the unit is not
+                              in use; 64 bits so that free compares with it in memory */
   uint8_t  cls;
   uint8_t  head_delta;     /* units back to the head descriptor */
   uint8_t  units;          /* span length, head only */
   uint8_t  shift;          /* trailing zero bits of the block size */
   uint16_t cache_off;      /* offset of the class's cache in a heap */
+  uint16_t capacity;       /* blocks the slab holds, head only */
   void    *free;           /* local free list, owner only */
   uint32_t used;           /* blocks handed out (to the unified cache or the program) */
   uint16_t carved;         /* blocks taken from the never-used tail so far */

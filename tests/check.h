@@ -7,9 +7,10 @@
  * The T_* names call the standard malloc family, or the hak_* API when built
  * with -DTEST_VIA_HAK (the ASan/TSan builds, where the override is off).
  *
- * Also here: stress_scaled() for the default sizes of the stress tests, the
- * random number generators (splitmix64, xorshift64) and the word pattern
- * (pattern_fill, pattern_ok) the tests fill and check blocks with. */
+ * Also here: stress_scaled() for the default sizes of the stress tests,
+ * rss_bytes() for the resident set, the random number generators
+ * (splitmix64, xorshift64) and the word pattern (pattern_fill, pattern_ok)
+ * the tests fill and check blocks with. */
 #ifndef HAK_TEST_CHECK_H
 #define HAK_TEST_CHECK_H
 
@@ -124,6 +125,16 @@ static inline int run_self(const char *const *env, char *out, size_t out_size, c
   int status;
   waitpid(pid, &status, 0);
   return status;
+}
+
+/* The resident set of this process in bytes, -1 if /proc cannot tell. */
+static inline long rss_bytes(void) {
+  long size = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
+  fclose(f);
+  return resident < 0 ? -1 : resident * sysconf(_SC_PAGESIZE);
 }
 
 #ifdef TEST_VIA_HAK

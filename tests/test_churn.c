@@ -104,15 +104,6 @@ static void *churn_thread(void *argp) {
   return NULL;
 }
 
-static long rss_bytes(void) {
-  long size = 0, resident = 0;
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (!f) return -1;
-  if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
-  fclose(f);
-  return resident < 0 ? -1 : resident * sysconf(_SC_PAGESIZE);
-}
-
 int main(int argc, char **argv) {
   long total = argc > 1 ? atol(argv[1]) : stress_scaled(DEFAULT_THREADS);
   int waves = (int)(total / WAVE);

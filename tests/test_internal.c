@@ -12,15 +12,7 @@
 /* Keep the compiler from dropping stores to, or the whole of, an allocation. */
 static void escape(void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
 
-static long rss_kib(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long pages = 0, resident = 0;
-  if (f) {
-    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    fclose(f);
-  }
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
+static long rss_kib(void) { return rss_bytes() / 1024; }
 
 static void test_size_classes(void) {
   unsigned prev = 0;

@@ -19,6 +19,8 @@
 #define INVALID_REALLOC "hakmem: realloc(): invalid pointer "
 #define INVALID_USABLE "hakmem: malloc_usable_size(): invalid pointer "
 #define DOUBLE_FREE "hakmem: free(): double free of "
+#define FREED_REALLOC "hakmem: realloc(): use after free of "
+#define FREED_USABLE "hakmem: malloc_usable_size(): use after free of "
 
 static int ptr_fd = -1;
 static char global_buf[64];
@@ -123,6 +125,81 @@ static void double_free_after_reuse(void) {
   T_free(opaque(victim));
 }
 
+/* The first block of p's slab that has never been handed out (p must be
+ * the newest block of a slab with uncarved room). */
+static char *first_uncarved(void *p) {
+  uintptr_t a = (uintptr_t)p;
+  hak_slab_t *s = hak_slab_of(hak_ss_of(p), a);
+  if (s->carved >= s->capacity) _exit(5);
+  return (char *)s->start + (size_t)s->carved * hak_class_size[s->cls];
+}
+
+/* A block start beyond what the slab has carved: no cache ever held it. */
+static void free_uncarved(size_t size) {
+  char *q = first_uncarved(T_malloc(size));
+  report(q);
+  T_free(opaque(q));
+}
+
+static void free_uncarved_tiny(void) { free_uncarved(400); }
+
+static void free_uncarved_mid(void) { free_uncarved(20000); }
+
+static void realloc_uncarved(void) {
+  char *q = first_uncarved(T_malloc(400));
+  report(q);
+  opaque(T_realloc(opaque(q), 10));
+}
+
+/* Frees p, then empties its slab and decommits it with a trim, while a
+ * block of another class keeps the SuperSlab in the heap. */
+static void *freed_and_purged(size_t size) {
+  opaque(T_malloc(32));
+  void *p = T_malloc(size), *again = opaque(p);
+  T_free(p);
+  T_trim();
+  return again;
+}
+
+static void double_free_purged_tiny(void) {
+  void *p = freed_and_purged(176);
+  report(p);
+  T_free(opaque(p));
+}
+
+static void double_free_purged_mid(void) {
+  void *p = freed_and_purged(12000);
+  report(p);
+  T_free(opaque(p));
+}
+
+static void realloc_freed_purged(void) {
+  void *p = freed_and_purged(176);
+  report(p);
+  opaque(T_realloc(opaque(p), 300));
+}
+
+static void realloc_freed(size_t size) {
+  void *p = T_malloc(size), *again = opaque(p);
+  T_free(p);
+  report(again);
+  opaque(T_realloc(again, size / 2));
+}
+
+static void realloc_freed_tiny(void) { realloc_freed(96); }
+
+static void realloc_freed_mid(void) { realloc_freed(5000); }
+
+static void realloc_freed_large(void) { realloc_freed(1 << 20); }
+
+static void usable_size_freed(void) {
+  void *p = T_malloc(96), *again = opaque(p);
+  T_free(p);
+  report(again);
+  volatile size_t n = T_usable_size(again);
+  (void)n;
+}
+
 struct invalid_case {
   const char *name;
   const char *expect;
@@ -141,6 +218,16 @@ static const struct invalid_case cases[] = {
     {"double free of a mid block", DOUBLE_FREE, double_free_mid},
     {"double free after a remote free", DOUBLE_FREE, double_free_remote},
     {"double free after reuse", DOUBLE_FREE, double_free_after_reuse},
+    {"free of a tiny block never handed out", INVALID_FREE, free_uncarved_tiny},
+    {"free of a mid block never handed out", INVALID_FREE, free_uncarved_mid},
+    {"realloc of a block never handed out", INVALID_REALLOC, realloc_uncarved},
+    {"double free of a tiny block after its slab was purged", DOUBLE_FREE, double_free_purged_tiny},
+    {"double free of a mid block after its slab was purged", DOUBLE_FREE, double_free_purged_mid},
+    {"realloc of a freed block after its slab was purged", FREED_REALLOC, realloc_freed_purged},
+    {"realloc of a freed tiny block", FREED_REALLOC, realloc_freed_tiny},
+    {"realloc of a freed mid block", FREED_REALLOC, realloc_freed_mid},
+    {"realloc of a freed large block", FREED_REALLOC, realloc_freed_large},
+    {"usable size of a freed block", FREED_USABLE, usable_size_freed},
 };
 
 static size_t read_all(int fd, char *buf, size_t cap) {

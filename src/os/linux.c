@@ -106,12 +106,19 @@ void hak_os_decommit(void *p, size_t size) {
   errno = e;
 }
 
+/* Growing in place maps the pages just past the end, if they are free; the
+ * kernel merges the two ranges into one mapping. (mremap would do the same,
+ * but sanitizers do not see it: ThreadSanitizer would keep the history of
+ * whatever was at those addresses before and report races with it.) */
 int hak_os_remap_inplace(void *p, size_t old_size, size_t new_size) {
   int e = errno;
   count(&n_remaps, NULL, 0);
-  void *q = mremap(p, old_size, new_size, 0);
+  char *want = (char *)p + old_size;
+  void *q = mmap(want, new_size - old_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                 -1, 0);
+  if (q != MAP_FAILED && q != want) munmap(q, new_size - old_size);   /* a kernel before 4.17: only a hint */
   errno = e;
-  return q == MAP_FAILED ? -1 : 0;
+  return q == want ? 0 : -1;
 }
 
 /* Reserve an aligned target without access, then move the pages into it. */
