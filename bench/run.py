@@ -57,6 +57,12 @@ def workloads(scale):
          "waves of short-lived threads freeing the last wave's blocks"),
         ("cxx_churn", "cxx_churn", [s(1500000), "5000", "2"],
          "std::map/string/vector churn, 2 threads"),
+        ("mem_footprint", "memory", ["footprint", s(1000)],
+         "1M objects: peak and fragmented RSS / live, RSS after free, after trim"),
+        ("mem_idle", "memory", ["idle", s(1000)],
+         "2 threads free 1 GiB and idle: RSS 5 s later, after trim"),
+        ("mem_threads", "memory", ["threads", s(1000)],
+         "20,000 short threads, 4 alive, ~1 MiB each: peak RSS"),
     ]
 
 

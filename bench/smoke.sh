@@ -26,6 +26,7 @@ args_for() {
     fragment) echo "20000 16 4096 90" ;;
     thread_churn) echo "20 3 200 16 2048" ;;
     cxx_churn) echo "20000 500 2" ;;
+    memory) echo "footprint 20" ;;
     *) return 1 ;;
   esac
 }
@@ -34,6 +35,8 @@ extra_cases=(
   "random_mixed_tiny random_mixed 100000 400 1 16 128"
   "random_mixed_mid random_mixed 50000 400 1 1024 32768"
   "random_mixed_large random_mixed 2000 400 1 65536 4194304"
+  "memory_idle memory idle 20"
+  "memory_threads memory threads 20"
 )
 
 if [ ! -f "$LIB" ]; then

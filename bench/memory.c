@@ -1,0 +1,217 @@
+/* memory MODE [SCALE] [SEED]
+ *
+ * Footprint: how much memory the allocator holds beside what the program
+ * has live, and how much it gives back, with and without being asked.
+ * SCALE (default 1.0, as a number of thousandths: 1000) shrinks or grows the
+ * counts. Three modes, each in its own process so that they do not mix:
+ *
+ *  footprint  1. 1M objects, 97% of 16..316 B and 3% of 1..16 KiB, filled
+ *                (about 400 MiB live): peak_over_live = peak RSS / live;
+ *             2. free a random 90% and refill a third of the freed slots
+ *                with other sizes (40 B..3.3 KiB, log-uniform):
+ *                frag_over_live = RSS / live;
+ *             3. free everything and make no further call: RSS right after
+ *                and after 0.5, 1 and 2 s (freed_rss_*_kib);
+ *             4. malloc_trim(0): trimmed_rss_kib.
+ *  idle       2 threads each allocate 512 MiB of mixed blocks (16 B..1 MiB,
+ *             log-uniform), free them all and stay alive, idle: RSS 5 s
+ *             later (idle_rss_kib); then malloc_trim(0) from the main
+ *             thread (trimmed_rss_kib).
+ *  threads    20,000 short threads, 4 alive at a time, each allocating about
+ *             1 MiB in blocks of 16 B..8 KiB and freeing it: peak RSS.
+ *
+ * Every block is marked and checked before free. The figure is mallocs +
+ * frees per second (the waits left out); the memory figures are key=value fields, RSS in KiB
+ * (VmRSS, VmHWM: they include ~2 MiB of program and libraries). */
+#include <malloc.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define NAME "memory"
+#define KIB 1024.0
+
+struct obj {
+  unsigned char *p;
+  uint32_t size;
+  uint32_t tag;
+};
+
+static __thread long ops;       /* this thread's mallocs and frees */
+static _Atomic long ops_total;  /* of the threads that ended */
+static double napped;           /* seconds the main thread slept */
+
+static void make(struct obj *o, size_t size, uint32_t tag) {
+  o->p = malloc(size);
+  if (!o->p) BENCH_OOM(NAME, size);
+  o->size = (uint32_t)size;
+  o->tag = tag;
+  memset(o->p, bench_pat(tag, 0), size);
+  bench_mark(o->p, size, tag);
+  ops++;
+}
+
+static void drop(struct obj *o) {
+  if (!bench_check(o->p, o->size, o->tag)) BENCH_CORRUPT(NAME, "object of %u B overwritten", o->size);
+  free(o->p);
+  o->p = NULL;
+  ops++;
+}
+
+static size_t log_size(uint64_t *rng, size_t min, size_t max) {
+  double u = (double)(bench_rng(rng) >> 11) / 9007199254740992.0;
+  return (size_t)exp(log((double)min) + u * (log((double)max + 1) - log((double)min)));
+}
+
+static long rss_kib(void) { return bench_status_kib("VmRSS"); }
+
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+  napped += (double)ms / 1000.0;
+}
+
+static void thread_ops_done(void) { atomic_fetch_add(&ops_total, ops); }
+
+static void footprint(long n, uint64_t *rng) {
+  struct obj *o = calloc((size_t)n, sizeof *o);
+  if (!o) BENCH_OOM(NAME, (size_t)n * sizeof *o);
+  size_t live = 0;
+  for (long i = 0; i < n; i++) {
+    size_t size = bench_rng(rng) % 100 < 97 ? bench_size(rng, 16, 316) : bench_size(rng, 1024, 16384);
+    make(&o[i], size, (uint32_t)i);
+    live += size;
+  }
+  double peak_over_live = (double)bench_peak_rss_kib() * KIB / (double)live;
+
+  long freed = 0;
+  for (long i = 0; i < n; i++)
+    if (bench_rng(rng) % 100 < 90) {
+      live -= o[i].size;
+      drop(&o[i]);
+      freed++;
+    }
+  uint32_t tag = (uint32_t)n;
+  for (long i = 0, refill = freed / 3; i < n && refill > 0; i++)
+    if (!o[i].p) {
+      size_t size = log_size(rng, 40, 3300);
+      make(&o[i], size, tag++);
+      live += size;
+      refill--;
+    }
+  double frag_over_live = (double)rss_kib() * KIB / (double)live;
+
+  for (long i = 0; i < n; i++)
+    if (o[i].p) drop(&o[i]);
+  long rss[4], at[4] = {0, 500, 1000, 2000};
+  for (int k = 0; k < 4; k++) {
+    nap_ms(at[k] - (k ? at[k - 1] : 0));
+    rss[k] = rss_kib();
+  }
+  malloc_trim(0);
+  long trimmed = rss_kib();
+  free(o);
+  printf(NAME ": footprint, %ld objects, peak_over_live=%.3f, frag_over_live=%.3f, freed_rss_0ms_kib=%ld, "
+              "freed_rss_500ms_kib=%ld, freed_rss_1000ms_kib=%ld, freed_rss_2000ms_kib=%ld, trimmed_rss_kib=%ld, "
+              "peak_rss_kib=%ld",
+         n, peak_over_live, frag_over_live, rss[0], rss[1], rss[2], rss[3], trimmed, bench_peak_rss_kib());
+}
+
+struct idle_arg {
+  size_t bytes;
+  uint64_t seed;
+  pthread_barrier_t *freed, *done;
+};
+
+/* Allocates bytes of blocks, frees them all, then waits without calling the
+ * allocator until the main thread has measured. */
+static void *idle_thread(void *p) {
+  struct idle_arg *a = p;
+  uint64_t rng = a->seed;
+  size_t cap = a->bytes / 64 + 16, n = 0, total = 0;
+  struct obj *o = calloc(cap, sizeof *o);
+  if (!o) BENCH_OOM(NAME, cap * sizeof *o);
+  while (total < a->bytes && n < cap) {
+    size_t size = log_size(&rng, 16, 1 << 20);
+    make(&o[n], size, (uint32_t)n);
+    total += size;
+    n++;
+  }
+  for (size_t i = 0; i < n; i++) drop(&o[i]);
+  free(o);
+  thread_ops_done();
+  pthread_barrier_wait(a->freed);
+  pthread_barrier_wait(a->done);
+  return NULL;
+}
+
+static void idle(double scale, uint64_t seed) {
+  enum { THREADS = 2 };
+  pthread_barrier_t freed, done;
+  pthread_barrier_init(&freed, NULL, THREADS + 1);
+  pthread_barrier_init(&done, NULL, THREADS + 1);
+  struct idle_arg args[THREADS];
+  pthread_t tid[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    args[i] = (struct idle_arg){(size_t)(512.0 * 1024 * 1024 * scale), bench_seed(seed, (uint64_t)i), &freed, &done};
+    if (pthread_create(&tid[i], NULL, idle_thread, &args[i]) != 0) bench_die(1, NAME ": pthread_create failed");
+  }
+  pthread_barrier_wait(&freed);
+  long right_after = rss_kib();
+  nap_ms(5000);
+  long idle_rss = rss_kib();
+  malloc_trim(0);
+  long trimmed = rss_kib();
+  pthread_barrier_wait(&done);
+  for (int i = 0; i < THREADS; i++) pthread_join(tid[i], NULL);
+  printf(NAME ": idle, %d threads, freed_rss_kib=%ld, idle_rss_kib=%ld, trimmed_rss_kib=%ld, peak_rss_kib=%ld", THREADS,
+         right_after, idle_rss, trimmed, bench_peak_rss_kib());
+}
+
+static uint64_t churn_seed;
+
+static void *churn_thread(void *p) {
+  uint64_t rng = bench_seed(churn_seed, (uint64_t)(uintptr_t)p);
+  struct obj o[256];
+  size_t total = 0;
+  int n = 0;
+  while (total < (1 << 20) && n < 256) {
+    size_t size = log_size(&rng, 16, 8192);
+    make(&o[n], size, (uint32_t)n);
+    n++;
+    total += size;
+  }
+  for (int i = 0; i < n; i++) drop(&o[i]);
+  thread_ops_done();
+  return NULL;
+}
+
+static void threads(long n, uint64_t seed) {
+  enum { ALIVE = 4 };
+  churn_seed = seed;
+  for (long t = 0; t < n; t += ALIVE) {
+    struct bench_thread th[ALIVE];
+    for (int i = 0; i < ALIVE; i++) th[i] = (struct bench_thread){churn_thread, (void *)(uintptr_t)(t + i), 0, NULL};
+    bench_run_threads(NAME, th, ALIVE, BENCH_CLOCK_CREATE);
+  }
+  printf(NAME ": threads, %ld threads, %d alive, peak_rss_kib=%ld", n, ALIVE, bench_peak_rss_kib());
+}
+
+int main(int argc, char **argv) {
+  const char *usage = NAME " footprint|idle|threads [SCALE/1000] [SEED]";
+  bench_usage_if(argc < 2 || argc > 4 || bench_help(argc, argv), usage);
+  double scale = (double)bench_arg(argc, argv, 2, 1000) / 1000.0;
+  uint64_t rng = bench_seed((uint64_t)bench_arg(argc, argv, 3, 1), 0);
+  bench_usage_if(scale <= 0, usage);
+  double t0 = bench_now();
+  if (strcmp(argv[1], "footprint") == 0) footprint((long)(1000000 * scale) + 1, &rng);
+  else if (strcmp(argv[1], "idle") == 0) idle(scale, rng);
+  else if (strcmp(argv[1], "threads") == 0) threads((long)(20000 * scale) + 4, rng);
+  else bench_usage_if(1, usage);
+  thread_ops_done();
+  printf(" = %.0f ops/s\n", (double)atomic_load(&ops_total) / (bench_now() - t0 - napped));
+  return 0;
+}
