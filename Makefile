@@ -94,6 +94,14 @@ $(T)/tsan_%: tests/%.c tests/check.h $(B)/tsan/libhakmem.a | $(T)
 # statistics level 2 (every allocation and free counted)
 $(T)/stat2_%: tests/%.c tests/check.h $(B)/stat2/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -DHAK_STAT=2 -o $@ $< $(B)/stat2/libhakmem.a -lpthread
+# the fuzzer: against hakmem (static, override on), and against glibc for the
+# planted-bug shim that shows it can fail (tests/fuzz_plant.sh)
+$(T)/fuzz: tests/fuzz.c tests/check.h $(B)/libhakmem.a | $(T)
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/libhakmem.a -lpthread
+$(T)/fuzz_glibc: tests/fuzz.c tests/check.h | $(T)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -lpthread
+$(T)/fuzz_shim.so: tests/fuzz_shim.c | $(T)
+	$(CC) $(CSTD) $(WARN) -O1 -g -fPIC -shared -o $@ $<
 $(T)/%: tests/%.cc $(B)/libhakmem.so | $(T)
 	$(CXX) -std=c++17 -O1 -g -Wall -Iinclude -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread
 $(T):
@@ -106,10 +114,17 @@ TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
              $(addprefix $(T)/dyn_,test_api test_stress) \
              $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
              $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn test_large_race) \
-             $(T)/stat2_test_stats
+             $(T)/stat2_test_stats $(T)/fuzz $(T)/fuzz_glibc $(T)/fuzz_shim.so
 
 test: all $(TEST_BINS)
 	@tests/run.sh
+
+# make fuzz [FUZZ_OPS=1e8] [FUZZ_SEED=n] [FUZZ_THREADS=n] [FUZZ_PROFILE=lean]
+# [FUZZ_ARENA=noarena]: every profile, with and without the arena, FUZZ_OPS
+# operations each (default 1e7); a failure prints its seed.
+.PHONY: fuzz
+fuzz: $(T)/fuzz
+	@tests/fuzz.sh $(or $(FUZZ_PROFILE),all) $(or $(FUZZ_ARENA),all)
 
 clean:
 	rm -rf $(B)

@@ -3,8 +3,9 @@
 #
 # Runs every test binary in build/test/ (release, then dyn_, ubsan_, asan_
 # and tsan_ variants), three of them again without the SuperSlab arena
-# (noarena_), the smoke test, and a correctness run of the benchmarks
-# (bench/smoke.sh). Sums the "RESULT <name> <passed> <failed>" lines; a program
+# (noarena_), the fuzzer (tests/fuzz.sh) under each profile with and without
+# the arena and its planted-bug check (tests/fuzz_plant.sh), the smoke test,
+# and a correctness run of the benchmarks (bench/smoke.sh). Sums the "RESULT <name> <passed> <failed>" lines; a program
 # that crashes, times out or prints no RESULT line counts as one failure.
 # Logs go to build/test/logs/<name>.log. The last line is
 # "N passed, M failed"; the exit status is 1 if anything failed.
@@ -102,6 +103,21 @@ if [ "$programs" -eq 0 ]; then
   echo "FAIL no test binaries in $TESTS (run make first)"
   total_failed=$((total_failed + 1))
 fi
+
+# The fuzzer: 2M operations under each profile, with and without the arena
+# (12M in all), each with a new seed that its log names; then proof that it
+# fails on planted bugs.
+for p in fast balanced lean; do
+  for a in arena noarena; do
+    name=fuzz_${p}_$a
+    start=$SECONDS
+    { FUZZ_OPS=2e6 timeout -k 10 300 tests/fuzz.sh "$p" "$a" >"$LOGS/$name.log" 2>&1; rc=$?; } 2>/dev/null
+    record "$name" "$rc" "$LOGS/$name.log" $((SECONDS - start))
+  done
+done
+start=$SECONDS
+{ timeout -k 10 300 tests/fuzz_plant.sh >"$LOGS/fuzz_plant.log" 2>&1; rc=$?; } 2>/dev/null
+record fuzz_plant "$rc" "$LOGS/fuzz_plant.log" $((SECONDS - start))
 
 start=$SECONDS
 { timeout -k 10 300 tests/smoke.sh >"$LOGS/smoke.log" 2>&1; rc=$?; } 2>/dev/null
