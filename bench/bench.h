@@ -131,6 +131,31 @@ static inline int bench_check(const unsigned char *p, size_t size, uint64_t tag)
          p[size - 1] == bench_pat(tag, size - 1);
 }
 
+/* A block a workload fills whole and checks before freeing it. */
+struct bench_obj {
+  unsigned char *p;
+  uint32_t size;
+  uint32_t tag;
+};
+
+static inline void bench_obj_new(const char *name, struct bench_obj *o, size_t size, uint32_t tag) {
+  o->p = malloc(size);
+  if (!o->p) BENCH_OOM(name, size);
+  o->size = (uint32_t)size;
+  o->tag = tag;
+  memset(o->p, bench_pat(tag, 0), size);
+  bench_mark(o->p, size, tag);
+}
+
+/* Checks the block (its signature and its second byte) and frees it; exits
+ * with status 3 if it was overwritten. */
+static inline void bench_obj_free(const char *name, struct bench_obj *o, const char *when) {
+  if (!bench_check(o->p, o->size, o->tag) || (o->size > 3 && o->p[1] != bench_pat(o->tag, 0)))
+    bench_die(3, "%s: CORRUPTION: object of %u B overwritten (%s)", name, o->size, when);
+  free(o->p);
+  o->p = NULL;
+}
+
 /* One thread of bench_run_threads(): the caller sets fn and arg, the
  * thread runs fn(arg). */
 struct bench_thread {

@@ -17,32 +17,9 @@
 
 #define NAME "fragment"
 
-struct obj {
-  unsigned char *p;
-  uint32_t size;
-  uint32_t tag;
-};
-
 static size_t log_size(uint64_t *rng, double lmin, double lmax) {
   double u = (double)(bench_rng(rng) >> 11) / 9007199254740992.0;
   return (size_t)exp(lmin + u * (lmax - lmin));
-}
-
-static void make(struct obj *o, size_t size, uint32_t tag) {
-  o->p = malloc(size);
-  if (!o->p) BENCH_OOM(NAME, size);
-  o->size = (uint32_t)size;
-  o->tag = tag;
-  memset(o->p, bench_pat(tag, 0), size);
-  bench_mark(o->p, size, tag);
-}
-
-static void drop(struct obj *o, const char *when) {
-  if (!bench_check(o->p, o->size, o->tag) ||
-      (o->size > 3 && o->p[1] != bench_pat(o->tag, 0)))
-    BENCH_CORRUPT(NAME, "object of %u B overwritten (%s)", o->size, when);
-  free(o->p);
-  o->p = NULL;
 }
 
 int main(int argc, char **argv) {
@@ -57,7 +34,7 @@ int main(int argc, char **argv) {
 
   /* phase 3 may need more objects than phase 1 freed: room for 2x */
   size_t cap = (size_t)nobj * 2 + 16;
-  struct obj *o = calloc(cap, sizeof *o);
+  struct bench_obj *o = calloc(cap, sizeof *o);
   if (!o) BENCH_OOM(NAME, cap * sizeof *o);
   size_t n = 0, live = 0, peak_live = 0;
   long ops = 0;
@@ -66,7 +43,7 @@ int main(int argc, char **argv) {
   double lmin = log((double)min), lmax = log((double)max + 1);
   for (long i = 0; i < nobj; i++) {
     size_t size = log_size(&rng, lmin, lmax);
-    make(&o[n++], size, (uint32_t)i);
+    bench_obj_new(NAME, &o[n++], size, (uint32_t)i);
     live += size;
     ops++;
   }
@@ -75,7 +52,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < n; i++)
     if ((long)(bench_rng(&rng) % 100) < free_pct) {
       live -= o[i].size;
-      drop(&o[i], "phase 2");
+      bench_obj_free(NAME, &o[i], "phase 2");
       ops++;
     }
   size_t k = 0; /* compact the survivors */
@@ -87,7 +64,7 @@ int main(int argc, char **argv) {
   uint32_t tag = (uint32_t)nobj;
   while (live < peak_live && n < cap) {
     size_t size = log_size(&rng, lmin3, lmax3);
-    make(&o[n++], size, tag++);
+    bench_obj_new(NAME, &o[n++], size, tag++);
     live += size;
     ops++;
   }
@@ -95,7 +72,7 @@ int main(int argc, char **argv) {
   long peak_rss = bench_peak_rss_kib();
 
   for (size_t i = 0; i < n; i++) {
-    drop(&o[i], "phase 4");
+    bench_obj_free(NAME, &o[i], "phase 4");
     ops++;
   }
   double secs = bench_now() - t0;

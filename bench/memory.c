@@ -33,30 +33,17 @@
 #define NAME "memory"
 #define KIB 1024.0
 
-struct obj {
-  unsigned char *p;
-  uint32_t size;
-  uint32_t tag;
-};
-
 static __thread long ops;       /* this thread's mallocs and frees */
 static _Atomic long ops_total;  /* of the threads that ended */
 static double napped;           /* seconds the main thread slept */
 
-static void make(struct obj *o, size_t size, uint32_t tag) {
-  o->p = malloc(size);
-  if (!o->p) BENCH_OOM(NAME, size);
-  o->size = (uint32_t)size;
-  o->tag = tag;
-  memset(o->p, bench_pat(tag, 0), size);
-  bench_mark(o->p, size, tag);
+static void make(struct bench_obj *o, size_t size, uint32_t tag) {
+  bench_obj_new(NAME, o, size, tag);
   ops++;
 }
 
-static void drop(struct obj *o) {
-  if (!bench_check(o->p, o->size, o->tag)) BENCH_CORRUPT(NAME, "object of %u B overwritten", o->size);
-  free(o->p);
-  o->p = NULL;
+static void drop(struct bench_obj *o) {
+  bench_obj_free(NAME, o, "before free");
   ops++;
 }
 
@@ -77,7 +64,7 @@ static void nap_ms(long ms) {
 static void thread_ops_done(void) { atomic_fetch_add(&ops_total, ops); }
 
 static void footprint(long n, uint64_t *rng) {
-  struct obj *o = calloc((size_t)n, sizeof *o);
+  struct bench_obj *o = calloc((size_t)n, sizeof *o);
   if (!o) BENCH_OOM(NAME, (size_t)n * sizeof *o);
   size_t live = 0;
   for (long i = 0; i < n; i++) {
@@ -132,7 +119,7 @@ static void *idle_thread(void *p) {
   struct idle_arg *a = p;
   uint64_t rng = a->seed;
   size_t cap = a->bytes / 64 + 16, n = 0, total = 0;
-  struct obj *o = calloc(cap, sizeof *o);
+  struct bench_obj *o = calloc(cap, sizeof *o);
   if (!o) BENCH_OOM(NAME, cap * sizeof *o);
   while (total < a->bytes && n < cap) {
     size_t size = log_size(&rng, 16, 1 << 20);
@@ -175,7 +162,7 @@ static uint64_t churn_seed;
 
 static void *churn_thread(void *p) {
   uint64_t rng = bench_seed(churn_seed, (uint64_t)(uintptr_t)p);
-  struct obj o[256];
+  struct bench_obj o[256];
   size_t total = 0;
   int n = 0;
   while (total < (1 << 20) && n < 256) {

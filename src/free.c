@@ -24,9 +24,7 @@ static bool block_of_emptied_slab(uintptr_t a) {
   hak_slab_t *u = hak_unit_of(hak_ss_of((void *)a), a);
   hak_slab_t *head = u - u->head_delta;
   if (!u->inverse || head->start != u->start || head->inverse != u->inverse || head->shift != u->shift) return false;
-  uint64_t x = (a - u->start) * u->inverse;
-  unsigned k = u->shift;
-  return ((x >> k) | (x << ((64 - k) & 63))) < head->carved;
+  return hak_block_index(u, a) < head->carved;
 }
 
 /* p is in a SuperSlab and fn cannot take it: a block that is free says so

@@ -182,17 +182,22 @@ HAK_INLINE hak_slab_t *hak_slab_of(hak_superslab_t *ss, uintptr_t a) {
   return s - s->head_delta;
 }
 
-/* True when a is the start of a block of the slab whose unit (or head)
- * descriptor is s, in use or not. With block_size = odd << shift and inverse
- * the odd part's inverse mod 2^64, rotating off * inverse right by shift
- * gives off / block_size when block_size divides off, and a number above
- * 2^64 / block_size (so above any limit) when it does not; offsets below the
- * start wrap to huge ones. One multiply, one rotate, one compare. */
-HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) {
+/* The index of the block starting at a in the slab whose unit (or head)
+ * descriptor is s, or a number above any block count when no block of s's
+ * geometry starts there. With block_size = odd << shift and inverse the odd
+ * part's inverse mod 2^64, rotating off * inverse right by shift gives
+ * off / block_size when block_size divides off, and a number above
+ * 2^64 / block_size when it does not; offsets below the start wrap to huge
+ * ones. One multiply, one rotate. */
+HAK_INLINE uint64_t hak_block_index(const hak_slab_t *s, uintptr_t a) {
   uint64_t x = (a - s->start) * s->inverse;
   unsigned k = s->shift;
-  return ((x >> k) | (x << ((64 - k) & 63))) < HAK_LOAD_SHARED(s->limit);
+  return (x >> k) | (x << ((64 - k) & 63));
 }
+
+/* True when a is the start of a block free accepts: one the slab has
+ * carved (types.h), in use or not. */
+HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) { return hak_block_index(s, a) < HAK_LOAD_SHARED(s->limit); }
 
 /* The mark a free block carries in its second word: the process's secret,
  * odd and random, so no pointer or small number a program stores matches it. */
