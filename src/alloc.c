@@ -20,9 +20,11 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
 }
 
 /* glibc semantics: realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and
- * returns NULL; on failure the old block is untouched. A slab block keeps its
- * place while the new size still uses at least half of it; a large block is
- * resized in place or moved with its pages (no copy). */
+ * returns NULL; on failure the old block is untouched. A slab block, or a
+ * large block aligned to 2 MiB or more, keeps its place while the new size
+ * still uses at least half of it (else it moves, so that its memory goes);
+ * other large blocks are resized in place or moved with their pages (no
+ * copy). */
 HAK_EXPORT void *hak_realloc(void *p, size_t size) {
   if (!p) return hak_malloc_fast(size);
   if (size == 0) {
@@ -34,7 +36,7 @@ HAK_EXPORT void *hak_realloc(void *p, size_t size) {
   if (kind == HAK_REG_LARGE && size > HAK_MID_MAX) {
     void *q = hak_large_realloc(p, size);
     if (q) return q;
-  } else if (size <= usable && (size >= usable / 2 || usable <= 64 || kind == HAK_REG_LARGE_ALIGNED)) {
+  } else if (size <= usable && (size >= usable / 2 || usable <= 64)) {
     return p;
   }
   void *q = hak_malloc_fast(size);

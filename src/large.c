@@ -51,6 +51,10 @@ static void *large_alloc_huge_aligned(size_t size, size_t align) {
 void *hak_large_alloc(size_t size, size_t align, bool zero) {
   hak_init();
   hak_bigcache_tick();
+  /* An aligned request for 0 bytes still gets a byte: the block must start
+   * inside its own mapping (a 2 MiB-aligned one would otherwise start on the
+   * next chunk, someone else's, and claim that chunk in the registry). */
+  if (!size) size = 1;
   if (size > PTRDIFF_MAX - 2 * (align + HAK_SS_SIZE)) {
     errno = ENOMEM;
     return NULL;

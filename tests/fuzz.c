@@ -302,7 +302,7 @@ static void op_realloc_edges(struct thread_ctx *t, struct shadow *b) {
 }
 
 static void op_aligned(struct thread_ctx *t, struct shadow *b) {
-  size_t size = random_size(t);
+  size_t size = rnd(t) % 32 ? random_size(t) : 0;
   size_t align = (size_t)8 << (rnd(t) % (rnd(t) % 16 == 0 ? 20 : 10));   /* 8 B .. 4 MiB */
   switch (rnd(t) % 5) {
     case 0: {

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include "check.h"
 
@@ -488,6 +489,32 @@ static void test_aligned(void) {
     if (!p) { T_free(q); continue; }
     CHECK(verify(p, 10, 12), "realloc shrink of an aligned block");
     T_free(p);
+  }
+
+  /* 0 bytes at a large alignment: the block still starts inside a mapping
+   * (msync fails with ENOMEM on an unmapped page) */
+  static const size_t zero_align[] = {128 * 1024, 1 * MiB, 2 * MiB, 4 * MiB};
+  for (size_t i = 0; i < 4; i++) {
+    void *p = NULL;
+    int rc = T_posix_memalign(&p, zero_align[i], 0);
+    CHECK(rc == 0 && p, "posix_memalign(%zu, 0) returned %d", zero_align[i], rc);
+    if (!p) continue;
+    void *page_of_p = (void *)((uintptr_t)p & ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1));
+    CHECK(msync(page_of_p, 1, MS_ASYNC) == 0, "posix_memalign(%zu, 0) = %p is not in a mapping", zero_align[i], p);
+    T_free(p);
+  }
+
+  /* a 2 MiB-aligned block shrunk to a few bytes moves: its mapping goes */
+  void *big = T_aligned_alloc(2 * MiB, 3 * MiB);
+  check_memalign_result(big, 2 * MiB, 3 * MiB, "aligned_alloc");
+  if (big) {
+    fill(big, 300, 13);
+    void *small = T_realloc(big, 200);
+    check_block(small, 200, "realloc shrink of a 2 MiB-aligned block");
+    CHECK(small && verify(small, 200, 13), "realloc shrink of a 2 MiB-aligned block lost contents");
+    CHECK(small && T_usable_size(small) < 4096, "realloc to 200 B kept %zu usable bytes",
+          small ? T_usable_size(small) : 0);
+    T_free(small);
   }
 
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
