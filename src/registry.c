@@ -7,11 +7,11 @@
  * only ever written by the thread that has the chunk's first address mapped
  * (a SuperSlab, a large block's header chunk, a 2 MiB-aligned large block),
  * and only while it has it:
- * - a kind is written after the mmap (or mremap) that gave the range;
- * - FOREIGN is written before the munmap (or mremap away) that gives the
- *   range back: large_unmap, the BigCache's expiry and drain, the shared
- *   pool's unmap, and a realloc that moves a block (which claims the chunk
- *   again if the move fails).
+ * - a kind is written after the call that gave the range (mmap or mremap);
+ * - FOREIGN is written before the call that gives the range back (munmap,
+ *   or mremap moving it away): large_unmap, the BigCache's expiry and
+ *   drain, the shared pool's unmap, and a realloc that moves a block (which
+ *   claims the chunk again if the move fails).
  * The kernel hands out a range only after it was given back, and its
  * mapping lock orders the two threads' calls, so the writes to a byte come
  * in the order of the mappings that covered the chunk: the last one is the
