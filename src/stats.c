@@ -27,7 +27,7 @@ void hak_stats_large(int blocks, size_t requested, int64_t mapped) {
   if (blocks > 0) atomic_fetch_add_explicit(&large_allocs, 1, memory_order_relaxed);
   if (blocks < 0) atomic_fetch_add_explicit(&large_frees, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&large_requested, requested, memory_order_relaxed);
-  atomic_fetch_add_explicit(&large_reserved, blocks ? mapped : 0, memory_order_relaxed);
+  atomic_fetch_add_explicit(&large_reserved, mapped, memory_order_relaxed);
   int64_t now = atomic_fetch_add_explicit(&large_committed, mapped, memory_order_relaxed) + mapped;
   raise_peak(&large_committed_peak, now);
 }

@@ -94,6 +94,28 @@ static void test_scripted_workload(void) {
   CHECK(after.balanced == (HAK_STAT >= 2) && after.classes[cs].live == before.classes[cs].live, "reset changed gauges");
 }
 
+/* A large block grown and shrunk by realloc, then freed: the large tier's
+ * gauges follow every resize and come back to where they were (reserved
+ * ignored resizes and went below zero). */
+static void test_large_resize_gauges(void) {
+  struct hak_stats before, grown, after;
+  hak_stats_get(&before);
+  char *p = malloc(200000);
+  escape(p = realloc(p, 3000000));
+  hak_stats_get(&grown);
+  CHECK(grown.large.reserved - before.large.reserved >= 3000000, "grown by %lld reserved bytes",
+        (long long)(grown.large.reserved - before.large.reserved));
+  CHECK(grown.large.reserved - before.large.reserved == grown.large.committed - before.large.committed,
+        "reserved and committed grew apart");
+  escape(p = realloc(p, 300000));
+  free(p);
+  hak_stats_get(&after);
+  CHECK(after.large.reserved == before.large.reserved, "large reserved %llu after free, %llu before",
+        after.large.reserved, before.large.reserved);
+  CHECK(after.large.committed == before.large.committed, "large committed %llu after free, %llu before",
+        after.large.committed, before.large.committed);
+}
+
 /* ---- reports from a child process */
 
 static int child_main(void) {
@@ -163,6 +185,7 @@ static void test_reports(void) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main();
   test_scripted_workload();
+  test_large_resize_gauges();
   test_reports();
   return test_done("stats");
 }
