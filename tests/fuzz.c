@@ -240,6 +240,22 @@ static void op_calloc(struct thread_ctx *t, struct shadow *b) {
   adopt(t, b, p, total, 0, KIND_PLAIN, "calloc");
 }
 
+/* Slot b's block is now p, of size bytes, from fn (realloc or
+ * reallocarray; the caller took the old address out of the live set before
+ * the call): the contents kept must be the old ones (else "contents changed
+ * <by>"), the rest is filled. */
+static void resized(struct shadow *b, unsigned char *p, size_t size, const char *fn, const char *by) {
+  check_align(p, size, 0, fn);
+  live_add(p);
+  b->p = p;
+  verify(b, size, by);
+  size_t kept = b->filled < size ? b->filled : size;
+  b->size = b->filled = size;
+  b->align = 0;
+  b->kind = KIND_PLAIN;
+  pattern_fill(p, size, b->seed, kept / 8);
+}
+
 static void op_realloc(struct thread_ctx *t, struct shadow *b) {
   uint64_t r = rnd(t) % 8;
   size_t size = r < 3 ? b->size + 1 + rnd(t) % (b->size + 1)   /* grow, up to twice */
@@ -251,16 +267,7 @@ static void op_realloc(struct thread_ctx *t, struct shadow *b) {
   live_remove(old);   /* before: once realloc moved it, another thread may get the old address */
   unsigned char *p = realloc(b->p, size);
   if (!p) fail("realloc(%p, %zu) returned NULL", (void *)old, size);
-  check_align(p, size, 0, "realloc");
-  live_add(p);
-  b->p = p;
-  verify(b, size, "by realloc");
-  size_t kept = b->filled < size ? b->filled : size;
-  b->size = size;
-  b->filled = size;
-  b->align = 0;
-  b->kind = KIND_PLAIN;
-  pattern_fill(p, size, b->seed, kept / 8);
+  resized(b, p, size, "realloc", "by realloc");
 }
 
 static void op_realloc_edges(struct thread_ctx *t, struct shadow *b) {
@@ -289,15 +296,7 @@ static void op_realloc_edges(struct thread_ctx *t, struct shadow *b) {
     live_remove(old);
     unsigned char *p = reallocarray(b->p, count, each);
     if (!p) fail("reallocarray(%p, %zu, %zu) returned NULL", (void *)old, count, each);
-    check_align(p, count * each, 0, "reallocarray");
-    live_add(p);
-    b->p = p;
-    verify(b, count * each, "by reallocarray");
-    size_t kept = b->filled < count * each ? b->filled : count * each;
-    b->size = b->filled = count * each;
-    b->align = 0;
-    b->kind = KIND_PLAIN;
-    pattern_fill(p, b->size, b->seed, kept / 8);
+    resized(b, p, count * each, "reallocarray", "by reallocarray");
   }
 }
 
