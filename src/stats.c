@@ -7,7 +7,7 @@
 
 static _Atomic int64_t tier_committed[2], tier_committed_peak[2];   /* tiny, mid slab bytes */
 static _Atomic uint64_t large_allocs, large_frees, large_requested;
-static _Atomic int64_t large_reserved, large_committed, large_committed_peak;
+static _Atomic int64_t large_committed, large_committed_peak;
 static _Atomic uint64_t bigcache_hits, bigcache_misses;
 static struct hak_stats baseline;   /* event counts at the last reset */
 
@@ -27,7 +27,6 @@ void hak_stats_large(int blocks, size_t requested, int64_t mapped) {
   if (blocks > 0) atomic_fetch_add_explicit(&large_allocs, 1, memory_order_relaxed);
   if (blocks < 0) atomic_fetch_add_explicit(&large_frees, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&large_requested, requested, memory_order_relaxed);
-  atomic_fetch_add_explicit(&large_reserved, mapped, memory_order_relaxed);
   int64_t now = atomic_fetch_add_explicit(&large_committed, mapped, memory_order_relaxed) + mapped;
   raise_peak(&large_committed_peak, now);
 }
@@ -87,8 +86,8 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
   st->large.allocs = atomic_load(&large_allocs);
   st->large.frees = atomic_load(&large_frees);
   st->large.requested = atomic_load(&large_requested);
-  st->large.reserved = (uint64_t)atomic_load(&large_reserved);
   st->large.committed = (uint64_t)atomic_load(&large_committed);
+  st->large.reserved = st->large.committed;   /* a live large block's bytes are its mapping's */
   st->large.committed_peak = (uint64_t)atomic_load(&large_committed_peak);
   st->bigcache_hits = atomic_load(&bigcache_hits);
   st->bigcache_misses = atomic_load(&bigcache_misses);
