@@ -113,7 +113,7 @@ SAN_TESTS := test_api test_stress test_churn
 TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
              $(addprefix $(T)/dyn_,test_api test_stress) \
              $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
-             $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn test_large_race) \
+             $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn test_large_race test_release) \
              $(T)/stat2_test_stats $(T)/fuzz $(T)/fuzz_glibc $(T)/fuzz_shim.so
 
 test: all $(TEST_BINS)

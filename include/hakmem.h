@@ -60,6 +60,7 @@ typedef enum hak_option_e {
   hak_option_bigcache_budget,       /* bytes of freed large blocks kept mapped */
   hak_option_bigcache_max_block,    /* largest block the BigCache keeps */
   hak_option_bigcache_delay_ms,     /* how long a freed large block stays cached */
+  hak_option_background_purge,      /* 1: a background thread returns memory when delays pass */
   hak_option_count
 } hak_option_t;
 
@@ -116,6 +117,7 @@ const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_M
   X(os_decommits, "madvise calls giving pages back (MADV_DONTNEED)")       \
   X(os_decommit_bytes, "bytes returned with madvise")                      \
   X(os_remaps, "mremap calls")                                             \
+  X(purger_passes, "sweeps of the background purger")                     \
   X(rss, "resident set size now, bytes")                                   \
   X(rss_peak, "peak resident set size, bytes")                             \
   X(allocs, "blocks allocated, all tiers")                                 \

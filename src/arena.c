@@ -29,6 +29,10 @@ static hak_superslab_t *slot_address(size_t i) {
   return (hak_superslab_t *)(hak_arena_base + ((uintptr_t)i << HAK_SS_SHIFT));
 }
 
+hak_superslab_t *hak_arena_slot(size_t i) { return slot_address(i); }
+
+size_t hak_arena_used(void) { return hak_arena_size ? atomic_load_explicit(&carved, memory_order_acquire) : 0; }
+
 /* A SuperSlab of the arena, zeroed: one given back, else a fresh one; NULL
  * when the arena is full or absent. */
 hak_superslab_t *hak_arena_take(void) {

@@ -74,6 +74,7 @@ bool hak_bigcache_put(hak_large_t *hdr) {
     if (atomic_compare_exchange_strong(&slots[i], &expected, v)) {
       atomic_fetch_add(&cached, 1);
       expiry_at_most(now + (uint64_t)hak_opt(hak_option_bigcache_delay_ms));
+      hak_purger_notify();
       return true;
     }
   }
@@ -97,12 +98,12 @@ hak_large_t *hak_bigcache_take(size_t min_size) {
 }
 
 /* Unmap the entries older than BIGCACHE_DELAY_MS; cheap until the earliest
- * one is due. */
-void hak_bigcache_tick(void) {
+ * one is due. Returns the next expiry, 0 if none. */
+uint64_t hak_bigcache_tick(void) {
   uint64_t due = atomic_load_explicit(&next_expiry, memory_order_relaxed);
-  if (!due) return;
+  if (!due) return 0;
   uint64_t now = hak_os_now_ms();
-  if (now < due || !atomic_compare_exchange_strong(&next_expiry, &due, 0)) return;
+  if (now < due || !atomic_compare_exchange_strong(&next_expiry, &due, 0)) return due;
   uint64_t delay = (uint64_t)hak_opt(hak_option_bigcache_delay_ms);
   for (unsigned i = 0; i < SLOTS; i++) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
@@ -115,6 +116,7 @@ void hak_bigcache_tick(void) {
     hak_large_t *hdr = slot_take(i, v);
     if (hdr) unmap_entry(hdr);
   }
+  return atomic_load_explicit(&next_expiry, memory_order_relaxed);
 }
 
 int hak_bigcache_drain(void) {

@@ -49,6 +49,7 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
 static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
+  if (c->top != c->items) return hak_cache_count(c);   /* the tick's allocations refilled it */
   uint32_t cap = hak_cache_cap(c);
   void **want = c->items + cap / 2;
   HAK_COUNT(h->counters[cls].refills, 1);
@@ -120,7 +121,7 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
 HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
-  hak_cache_flush(h, cls, hak_cache_cap(c) / 2);
+  if (c->top == c->end) hak_cache_flush(h, cls, hak_cache_cap(c) / 2);   /* not if the tick's allocations took some */
   *c->top++ = p;
 #if HAK_STAT >= 2
   c->frees++;

@@ -112,6 +112,7 @@ HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {
   if (!h) return NULL;
   hak_tls_heap = h;
   hak_thread_register(h);
+  hak_purger_install();
   hak_heap_collect_all(h);
   return h;
 }

@@ -84,6 +84,8 @@ extern uintptr_t hak_arena_size;   /* 0: no arena */
 void hak_arena_init(void);
 hak_superslab_t *hak_arena_take(void);
 void hak_arena_give(hak_superslab_t *ss);
+size_t hak_arena_used(void);                 /* slots handed out so far */
+hak_superslab_t *hak_arena_slot(size_t i);   /* the SuperSlab slot i, whatever its state */
 HAK_INLINE bool hak_in_arena(uintptr_t a) { return a - hak_arena_base < hak_arena_size; }
 
 /* ---- registry.c */
@@ -116,7 +118,7 @@ void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);
 void hak_slab_put_local(hak_heap_t *h, void *p);
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s);
-void hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss);
+bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss);
 
 /* ---- shared_pool.c: empty SuperSlabs passed between threads */
 hak_superslab_t *hak_shared_pool_pop(void);
@@ -128,6 +130,14 @@ void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss);
 void hak_release_tick(hak_heap_t *h);
 int  hak_release_purge(hak_heap_t *h, bool force);
 void hak_release_abandoned_due(uint64_t when);
+uint64_t hak_release_abandoned(uint64_t now);
+uint64_t hak_release_sweep_all(bool force, int *released);
+
+/* ---- purger.c: the background purge thread */
+void hak_purger_notify(void);
+void hak_purger_poll(void);
+void hak_purger_install(void);
+uint64_t hak_purger_passes(void);
 
 /* ---- large.c and bigcache.c: blocks above HAK_MID_MAX */
 void  *hak_large_alloc(size_t size, size_t align, bool zero);
@@ -136,7 +146,7 @@ void  *hak_large_realloc(void *p, size_t size);
 size_t hak_large_usable(const void *p, uint8_t kind, const char *fn);
 hak_large_t *hak_bigcache_take(size_t min_size);   /* at most twice that */
 bool   hak_bigcache_put(hak_large_t *hdr);
-void   hak_bigcache_tick(void);
+uint64_t hak_bigcache_tick(void);
 int    hak_bigcache_drain(void);
 
 /* ---- free.c */

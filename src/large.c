@@ -50,6 +50,7 @@ static void *large_alloc_huge_aligned(size_t size, size_t align) {
 
 void *hak_large_alloc(size_t size, size_t align, bool zero) {
   hak_init();
+  hak_purger_poll();
   hak_bigcache_tick();
   /* An aligned request for 0 bytes still gets a byte: the block must start
    * inside its own mapping (a 2 MiB-aligned one would otherwise start on the

@@ -43,6 +43,9 @@ static const hak_option_desc_t table[hak_option_count] = {
                                      "largest freed block the BigCache keeps"},
   [hak_option_bigcache_delay_ms] = {"BIGCACHE_DELAY_MS", HAK_OPT_INT, {5000, 1000, 100}, 0, 60 * MINUTE_MS, NULL,
                                     "milliseconds a freed large block stays in the BigCache"},
+  [hak_option_background_purge] = {"BACKGROUND_PURGE", HAK_OPT_BOOL, {1, 1, 1}, 0, 1, NULL,
+                                   "a background thread returns free memory to the OS when its delay passes, "
+                                   "also of threads that sleep (started on first need)"},
 };
 
 long hak_option_values[hak_option_count];

@@ -3,6 +3,8 @@
 #ifndef HAK_OS_H
 #define HAK_OS_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +31,12 @@ int      hak_os_remap_inplace(void *p, size_t old_size, size_t new_size);
 void    *hak_os_remap_aligned(void *p, size_t old_size, size_t new_size, size_t align);
 
 uint64_t hak_os_now_ms(void);
+void     hak_os_sleep_ms(uint64_t ms);
+/* Sleep while *word == expected (a futex), until hak_os_wake(word). */
+void     hak_os_wait(_Atomic uint32_t *word, uint32_t expected);
+void     hak_os_wake(_Atomic uint32_t *word);
+/* Run fn(NULL) in a new detached thread that blocks every signal. */
+bool     hak_os_thread_start(void *(*fn)(void *));
 uint64_t hak_os_random(void);
 
 /* Write all of s to fd (2: stderr) without allocating. */

@@ -8,6 +8,10 @@
  * - hak_release_purge(h, true) (malloc_trim) does all of it now.
  * - Heaps of exited threads keep the same delays; whichever thread passes
  *   its release tick after the earliest deadline purges them.
+ * - Any thread may decommit any SuperSlab's dirty units (a sweep, types.h):
+ *   the background purger (purger.c) sweeps every SuperSlab of the arena
+ *   when deadlines pass, so that the free memory of threads that sleep or no
+ *   longer call the allocator goes back too; malloc_trim sweeps them all now.
  * Deadlines are checked on the slow paths, never on the fast paths. */
 #include "internal.h"
 
@@ -19,16 +23,26 @@ void hak_release_abandoned_due(uint64_t when) {
   uint64_t cur = atomic_load_explicit(&abandoned_due, memory_order_relaxed);
   while ((!cur || when < cur) && !atomic_compare_exchange_weak(&abandoned_due, &cur, when)) {
   }
+  hak_purger_notify();
 }
 
+/* The earlier of two deadlines, 0 standing for none. */
+static uint64_t earliest(uint64_t a, uint64_t b) { return !a ? b : !b ? a : a < b ? a : b; }
+
+static uint64_t purge_deadline(uint64_t now) { return now + (uint64_t)hak_opt(hak_option_purge_delay_ms); }
+
+/* Called by the owner after it made units of ss dirty (or emptied it). */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
-  if (ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > (uint32_t)hak_opt(hak_option_keep_empty_superslabs)) {
-    hak_superslab_give_up(h, ss);
+  if (ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > (uint32_t)hak_opt(hak_option_keep_empty_superslabs) &&
+      hak_superslab_give_up(h, ss))
     return;
+  uint64_t due = atomic_load(&ss->purge_at);
+  if (!due) {
+    uint64_t when = purge_deadline(hak_os_now_ms());
+    if (atomic_compare_exchange_strong(&ss->purge_at, &due, when)) due = when;
   }
-  if (ss->purge_at) return;
-  ss->purge_at = hak_os_now_ms() + (uint64_t)hak_opt(hak_option_purge_delay_ms);
-  if (!h->purge_at || ss->purge_at < h->purge_at) h->purge_at = ss->purge_at;
+  h->purge_at = earliest(h->purge_at, due);
+  hak_purger_notify();
 }
 
 /* Decommit the pages of the units in mask (unit 0 keeps its header page). */
@@ -48,6 +62,39 @@ static void decommit_units(hak_superslab_t *ss, uint32_t mask) {
   }
 }
 
+/* Claim the dirty units of ss, decommit them, release the claim (types.h).
+ * True if there were any. */
+static bool purge_dirty(hak_superslab_t *ss) {
+  uint64_t w = atomic_load(&ss->dirty);
+  uint32_t d;
+  do {
+    d = HAK_DIRTY(w);
+    if (!d) return false;
+  } while (!atomic_compare_exchange_weak(&ss->dirty, &w, (w & ~(uint64_t)d) | (uint64_t)d << 32));
+  decommit_units(ss, d);
+  atomic_fetch_and_explicit(&ss->dirty, ~((uint64_t)d << 32), memory_order_release);
+  return true;
+}
+
+/* Sweep one SuperSlab, whoever owns it: decommit its dirty units if their
+ * deadline has passed (or force); dirty units without a deadline get one.
+ * Returns the deadline still pending, 0 if none. */
+static uint64_t sweep(hak_superslab_t *ss, uint64_t now, bool force, int *released) {
+  if (!HAK_DIRTY(atomic_load(&ss->dirty))) return 0;
+  uint64_t due = atomic_load(&ss->purge_at);
+  if (!force && due > now) return due;
+  if (force || due) {
+    *released |= purge_dirty(ss);
+    /* Cleared before the dirty word is read again, while the owner sets
+     * dirty bits before it reads purge_at: one of the two sees the other's
+     * write, so new dirty units never stay without a deadline. */
+    if (due && !atomic_compare_exchange_strong(&ss->purge_at, &due, 0)) return due;
+    if (!HAK_DIRTY(atomic_load(&ss->dirty))) return 0;
+  }
+  uint64_t none = 0, when = purge_deadline(now);
+  return atomic_compare_exchange_strong(&ss->purge_at, &none, when) ? when : none;
+}
+
 int hak_release_purge(hak_heap_t *h, bool force) {
   uint64_t now = hak_os_now_ms();
   uint64_t next = 0;
@@ -55,37 +102,47 @@ int hak_release_purge(hak_heap_t *h, bool force) {
   hak_superslab_t *ss = h->superslabs;
   while (ss) {
     hak_superslab_t *following = ss->next;
-    if (force && ss->free_units == HAK_UNITS_ALL) {
-      hak_superslab_give_up(h, ss);
-      released = 1;
-    } else if (ss->purge_at && (force || ss->purge_at <= now)) {
-      uint32_t mask = ss->dirty_units & ss->free_units;
-      if (mask) {
-        decommit_units(ss, mask);
-        released = 1;
-      }
-      ss->dirty_units = 0;
-      ss->purge_at = 0;
-    } else if (ss->purge_at && (!next || ss->purge_at < next)) {
-      next = ss->purge_at;
-    }
+    if (force && ss->free_units == HAK_UNITS_ALL && hak_superslab_give_up(h, ss)) released = 1;
+    else next = earliest(next, sweep(ss, now, force, &released));
     ss = following;
   }
   h->purge_at = next;
   return released;
 }
 
+/* Sweep every SuperSlab of the arena (SuperSlabs mapped outside it, once it
+ * is full or when it could not be reserved, are swept by their owners only).
+ * Returns the earliest deadline still pending, 0 if none. */
+uint64_t hak_release_sweep_all(bool force, int *released) {
+  uint64_t now = hak_os_now_ms();
+  uint64_t next = 0;
+  size_t n = hak_arena_used();
+  for (size_t i = 0; i < n; i++) {
+    hak_superslab_t *ss = hak_arena_slot(i);
+    if (hak_registry_kind((uintptr_t)ss) == HAK_REG_SUPERSLAB) next = earliest(next, sweep(ss, now, force, released));
+  }
+  return next;
+}
+
+/* Collect the abandoned heaps if their deadline has passed; returns the
+ * deadline still pending, 0 if none. */
+uint64_t hak_release_abandoned(uint64_t now) {
+  uint64_t due = atomic_load_explicit(&abandoned_due, memory_order_relaxed);
+  if (!due || now < due) return due;
+  if (atomic_compare_exchange_strong(&abandoned_due, &due, 0)) hak_heap_trim_abandoned(false);
+  return atomic_load_explicit(&abandoned_due, memory_order_relaxed);
+}
+
 void hak_release_tick(hak_heap_t *h) {
+  hak_purger_poll();
   if (++h->ticks % REMOTE_COLLECT_EVERY == 0) {
     hak_heap_collect_all(h);
     hak_remote_flush_all(h);
   }
-  uint64_t abandoned = atomic_load_explicit(&abandoned_due, memory_order_relaxed);
-  if (h->purge_at || abandoned) {
+  if (h->purge_at || atomic_load_explicit(&abandoned_due, memory_order_relaxed)) {
     uint64_t now = hak_os_now_ms();
     if (h->purge_at && now >= h->purge_at) hak_release_purge(h, false);
-    if (abandoned && now >= abandoned && atomic_compare_exchange_strong(&abandoned_due, &abandoned, 0))
-      hak_heap_trim_abandoned(false);
+    hak_release_abandoned(now);
   }
   hak_bigcache_tick();
 }

@@ -100,6 +100,7 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
   st->os_decommits = os.decommits;
   st->os_decommit_bytes = os.decommit_bytes;
   st->os_remaps = os.remaps;
+  st->purger_passes = hak_purger_passes();
   char status[4096];
   if (hak_os_read_file("/proc/self/status", status, sizeof status) > 0) {
     st->rss = proc_status_kib(status, "VmRSS:") * 1024;
@@ -137,7 +138,7 @@ static void subtract_baseline(struct hak_stats *st) {
   }
 #define EVENT_(name) st->name -= b->name;
   EVENT_(bigcache_hits) EVENT_(bigcache_misses) EVENT_(os_maps) EVENT_(os_map_bytes) EVENT_(os_unmaps)
-  EVENT_(os_unmap_bytes) EVENT_(os_decommits) EVENT_(os_decommit_bytes) EVENT_(os_remaps)
+  EVENT_(os_unmap_bytes) EVENT_(os_decommits) EVENT_(os_decommit_bytes) EVENT_(os_remaps) EVENT_(purger_passes)
   EVENT_(allocs) EVENT_(frees)
 #undef EVENT_
 }
@@ -225,7 +226,9 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   put_mib(o, st->os_decommit_bytes);
   hak_out_str(o, " returned), mremap ");
   hak_out_u64(o, st->os_remaps);
-  hak_out_str(o, "\n rss: ");
+  hak_out_str(o, ", purger ");
+  hak_out_u64(o, st->purger_passes);
+  hak_out_str(o, " passes\n rss: ");
   put_mib(o, st->rss);
   hak_out_str(o, " now, ");
   put_mib(o, st->rss_peak);

@@ -21,8 +21,9 @@ static void ss_list_remove(hak_superslab_t **list, hak_superslab_t *ss) {
  * the arena, else a new mapping. It goes first in the heap's list (ones with free units first). */
 static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   hak_superslab_t *ss = hak_shared_pool_pop();
-  if (ss) {
-    memset(ss, 0, sizeof *ss);
+  if (ss) {   /* closed (dirty 0) when it was given up; sweeps only read it */
+    memset(ss->slabs, 0, sizeof ss->slabs);
+    atomic_store_explicit(&ss->purge_at, 0, memory_order_relaxed);
   } else {
     ss = hak_arena_take();
     if (!ss && !(ss = hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE))) return NULL;
@@ -35,11 +36,18 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   return ss;
 }
 
-/* Unlink an empty SuperSlab from its heap and hand it to the shared pool. */
-void hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss) {
+/* Unlink an empty SuperSlab from its heap and hand it to the shared pool;
+ * false (it stays) while a sweep is decommitting some of its units. Clearing
+ * the dirty word first leaves sweeps nothing to claim. */
+bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss) {
+  uint64_t w = atomic_load(&ss->dirty);
+  do {
+    if (HAK_PURGING(w)) return false;
+  } while (!atomic_compare_exchange_weak(&ss->dirty, &w, 0));
   ss_list_remove(&h->superslabs, ss);
   h->empty_superslabs--;
   hak_shared_pool_push(ss);
+  return true;
 }
 
 static uint32_t span_mask(unsigned first, unsigned units) {
@@ -47,13 +55,29 @@ static uint32_t span_mask(unsigned first, unsigned units) {
   return m << first;
 }
 
-/* First unit of a free run of `units` units. Tiny slabs may use unit 0 (whose
- * first page is the header); mid slabs start at unit 1 or later so that their
- * blocks are 64 KiB aligned at the slab start. */
-static int find_span(uint32_t free_units, unsigned units, bool tiny) {
-  uint32_t m = tiny ? free_units : (free_units & ~1u);
-  for (unsigned i = 1; i < units && m; i++) m &= free_units >> i;
+/* First unit of a run of `units` units of avail. Tiny slabs may use unit 0
+ * (whose first page is the header); mid slabs start at unit 1 or later so
+ * that their blocks are 64 KiB aligned at the slab start. */
+static int find_span(uint32_t avail, unsigned units, bool tiny) {
+  uint32_t m = tiny ? avail : (avail & ~1u);
+  for (unsigned i = 1; i < units && m; i++) m &= avail >> i;
   return m ? __builtin_ctz(m) : -1;
+}
+
+/* Take a free run of `units` units of ss that no sweep is decommitting out
+ * of the dirty word (types.h); its first unit, or -1. Units that are not
+ * dirty need no atomic operation: only the owner makes units dirty, and a
+ * sweep claims only dirty ones. */
+static int claim_span(hak_superslab_t *ss, unsigned units, bool tiny) {
+  uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
+  for (;;) {
+    int u = find_span(ss->free_units & ~HAK_PURGING(w), units, tiny);
+    if (u < 0) return -1;
+    uint64_t span = span_mask((unsigned)u, units);
+    if (!(w & span) ||
+        atomic_compare_exchange_weak_explicit(&ss->dirty, &w, w & ~span, memory_order_acquire, memory_order_acquire))
+      return u;
+  }
 }
 
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
@@ -62,15 +86,14 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   hak_superslab_t *ss = h->superslabs;
   int u = -1;
   for (; ss && ss->free_units; ss = ss->next)
-    if ((u = find_span(ss->free_units, units, tiny)) >= 0) break;
+    if ((u = claim_span(ss, units, tiny)) >= 0) break;
   if (u < 0 || !ss) {
     if (!(ss = ss_acquire(h))) return NULL;
-    u = find_span(ss->free_units, units, tiny);
+    u = claim_span(ss, units, tiny);
   }
   if (ss->free_units == HAK_UNITS_ALL) h->empty_superslabs--;
   uint32_t span = span_mask((unsigned)u, units);
   ss->free_units &= ~span;
-  ss->dirty_units &= ~span;
   if (!ss->free_units && ss->next) {   /* full: move behind the ones with room */
     hak_superslab_t *last = ss->next;
     while (last->next) last = last->next;
@@ -125,7 +148,7 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   }
   uint32_t span = span_mask(u, units);
   ss->free_units |= span;
-  ss->dirty_units |= span;
+  atomic_fetch_or(&ss->dirty, span);
   if (ss->free_units == HAK_UNITS_ALL) h->empty_superslabs++;
   hak_release_schedule(h, ss);
 }

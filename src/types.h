@@ -126,18 +126,35 @@ typedef struct hak_slab_s {
   struct hak_slab_s *next, *prev;   /* warm-pool or full list of the owning heap */
 } hak_slab_t;
 
+/* A SuperSlab's header. Its owner alone carves and releases slabs; any
+ * thread may decommit its free units (a sweep: the background purger,
+ * malloc_trim, the owner's own purge), through the dirty word:
+ *   low 32 bits   free units whose pages may be resident, and that a sweep
+ *                 may claim: the owner sets them when a slab is released,
+ *                 clears them when it takes the units again;
+ *   high 32 bits  units a sweep has claimed and is decommitting: the owner
+ *                 leaves them alone until the sweep clears them.
+ * A sweep moves bits from low to high with one compare-and-swap, so the
+ * owner never takes a unit whose pages are being dropped, and no sweep ever
+ * drops a unit in use. purge_at is the deadline of the dirty units: set by
+ * whoever finds dirty units without one, cleared by the sweep that purges
+ * them. */
 typedef struct hak_superslab_s {
   struct hak_heap_s *owner;
-  uint32_t free_units;     /* bit per unit */
-  uint32_t dirty_units;    /* free units whose pages may still be resident */
-  uint64_t purge_at;       /* ms when dirty units get decommitted, 0: none */
+  uint32_t free_units;     /* bit per unit, owner only */
+  uint32_t pad0;
+  _Atomic uint64_t dirty;  /* see above */
+  _Atomic uint64_t purge_at;   /* ms when the dirty units get decommitted, 0: none */
   struct hak_superslab_s *next, *prev;   /* owning heap's list */
-  uint64_t pad[3];
+  uint64_t pad[2];
   hak_slab_t slabs[HAK_UNITS];
 } hak_superslab_t;
+#define HAK_DIRTY(w)    ((uint32_t)(w))
+#define HAK_PURGING(w)  ((uint32_t)((w) >> 32))
 
 _Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
 _Static_assert(sizeof(hak_superslab_t) <= HAK_SS_HEADER, "header fits its page");
+_Static_assert(offsetof(hak_superslab_t, slabs) == 64, "descriptors start on a cache line");
 
 /* Unified cache of one class: a stack of free blocks items[0] .. top[-1]
  * with room up to end (pointers, so that each fast path tests and moves the

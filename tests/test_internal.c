@@ -363,7 +363,7 @@ static void test_heap_adoption(void) {
   }
   CHECK(exited_heap->purge_at == 0, "exited thread's heap still has a purge pending");
   int dirty = 0;
-  for (hak_superslab_t *ss = exited_heap->superslabs; ss; ss = ss->next) dirty += ss->dirty_units != 0;
+  for (hak_superslab_t *ss = exited_heap->superslabs; ss; ss = ss->next) dirty += HAK_DIRTY(atomic_load(&ss->dirty)) != 0;
   CHECK(dirty == 0, "%d SuperSlabs of the exited thread still dirty", dirty);
   hak_trim();
   CHECK(exited_heap->superslabs == NULL, "malloc_trim left the exited thread's SuperSlabs");

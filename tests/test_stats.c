@@ -184,6 +184,8 @@ static void test_reports(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main();
+  /* The counts below are exact: no background purger, whose start allocates. */
+  hak_option_set(hak_option_background_purge, 0);
   test_scripted_workload();
   test_large_resize_gauges();
   test_reports();

@@ -1,12 +1,15 @@
 /* The OS layer for Linux. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,6 +150,53 @@ uint64_t hak_os_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void hak_os_sleep_ms(uint64_t ms) {
+  int e = errno;
+  struct timespec ts = {(time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+  errno = e;
+}
+
+void hak_os_wait(_Atomic uint32_t *word, uint32_t expected) {
+  int e = errno;
+  syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+  errno = e;
+}
+
+void hak_os_wake(_Atomic uint32_t *word) {
+  int e = errno;
+  syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  errno = e;
+}
+
+/* Detached, every signal blocked (so that none meant for the program is
+ * delivered to it), with a small stack: 256 KiB, or the default size if the
+ * program's thread-local storage (which glibc places on the stack) needs
+ * more. */
+bool hak_os_thread_start(void *(*fn)(void *)) {
+  int e = errno;
+  pthread_attr_t attr;
+  pthread_t t;
+  sigset_t all, old;
+  bool ok = false;
+  if (pthread_attr_init(&attr) == 0) {
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    ok = pthread_attr_setstacksize(&attr, 256 * 1024) == 0 && pthread_create(&t, &attr, fn, NULL) == 0;
+    if (!ok) {
+      pthread_attr_destroy(&attr);
+      ok = pthread_attr_init(&attr) == 0 && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+           pthread_create(&t, &attr, fn, NULL) == 0;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+  }
+  errno = e;
+  return ok;
 }
 
 /* The kernel's 16 random bytes given to every process, mixed with the clock. */

@@ -1,0 +1,231 @@
+/* Memory goes back to the OS from the heaps of threads that sleep.
+ *
+ *  - trim: a thread allocates ~96 MiB of mixed blocks, frees them (one kept)
+ *    and sleeps; with the purge delay set to a minute and no background
+ *    purger, its free memory stays resident until malloc_trim(0) from the
+ *    main thread returns it; the sleeping thread's kept block is intact and
+ *    it allocates again afterwards.
+ *  - decay: the same with a 50 ms delay and the background purger, and no
+ *    call at all from the main thread while it waits (it reads RSS with
+ *    raw system calls): the resident set falls by itself.
+ *  - race: threads that empty and refill slabs as fast as they can, while
+ *    another trims in a loop and the purger sweeps with no delay, and a
+ *    fork now and then: every block keeps its contents (the sweeps never
+ *    drop a unit in use), and children allocate, trim and exit cleanly.
+ *    This one also runs under ThreadSanitizer, through the hak_* API. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "check.h"
+
+#define MIB ((long)1 << 20)
+#define SLEEPER_BYTES (96 * MIB)
+#define RETURNED_BOUND (16 * MIB)   /* what a sleeping thread may keep: its caches' slabs */
+
+/* Resident bytes read with system calls only (no allocation: the decay test
+ * makes no allocator call while it waits). */
+static long rss_raw(void) {
+  char buf[128];
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/statm", O_RDONLY);
+  if (fd < 0) return -1;
+  long n = (long)syscall(SYS_read, fd, buf, sizeof buf - 1);
+  syscall(SYS_close, fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  char *p = buf;
+  while (*p && *p != ' ') p++;
+  return strtol(p, NULL, 10) * sysconf(_SC_PAGESIZE);
+}
+
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* ---- a thread that allocates, frees and sleeps */
+
+struct sleeper {
+  sem_t freed, wake;
+  unsigned char *kept;
+  size_t kept_size;
+  int bad;
+};
+
+static size_t churn_once(uint64_t *rng, long bytes, unsigned char **blocks, size_t *sizes, size_t cap) {
+  size_t n = 0;
+  for (long total = 0; total < bytes && n < cap; n++) {
+    size_t size = 16 + xorshift64(rng) % (xorshift64(rng) % 8 == 0 ? 16384 : 1024);
+    blocks[n] = T_malloc(size);
+    if (!blocks[n]) return 0;
+    sizes[n] = size;
+    pattern_fill(blocks[n], size, (uintptr_t)blocks[n], 0);
+    total += (long)size;
+  }
+  return n;
+}
+
+static int check_and_free(unsigned char **blocks, size_t *sizes, size_t n) {
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    bad += !pattern_ok(blocks[i], sizes[i], (uintptr_t)blocks[i], 0);
+    T_free(blocks[i]);
+  }
+  return bad;
+}
+
+static void *sleeper_main(void *arg) {
+  struct sleeper *s = arg;
+  uint64_t rng = 0x5eed;
+  size_t cap = SLEEPER_BYTES / 16;
+  unsigned char **blocks = T_malloc(cap * sizeof *blocks);
+  size_t *sizes = T_malloc(cap * sizeof *sizes);
+  size_t n = churn_once(&rng, SLEEPER_BYTES, blocks, sizes, cap);
+  size_t k = n / 2;
+  s->kept = blocks[k];
+  s->kept_size = sizes[k];
+  n--;
+  blocks[k] = blocks[n];   /* the kept one leaves the list */
+  sizes[k] = sizes[n];
+  pattern_fill(s->kept, s->kept_size, 77, 0);
+  s->bad += check_and_free(blocks, sizes, n);
+  sem_post(&s->freed);
+  sem_wait(&s->wake);   /* asleep in the kernel: no allocator call */
+  s->bad += !pattern_ok(s->kept, s->kept_size, 77, 0);
+  T_free(s->kept);
+  n = churn_once(&rng, SLEEPER_BYTES / 4, blocks, sizes, cap);   /* the returned memory is usable again */
+  s->bad += n == 0;
+  s->bad += check_and_free(blocks, sizes, n);
+  T_free(blocks);
+  T_free(sizes);
+  return NULL;
+}
+
+static void sleeper_start(struct sleeper *s, pthread_t *t) {
+  memset(s, 0, sizeof *s);
+  sem_init(&s->freed, 0, 0);
+  sem_init(&s->wake, 0, 0);
+  pthread_create(t, NULL, sleeper_main, s);
+  sem_wait(&s->freed);
+}
+
+static void sleeper_finish(struct sleeper *s, pthread_t t, const char *what) {
+  sem_post(&s->wake);
+  pthread_join(t, NULL);
+  CHECK(s->bad == 0, "%s: %d blocks of the sleeping thread lost their contents", what, s->bad);
+}
+
+static void test_trim_reaches_sleeping_heap(void) {
+  hak_option_set(hak_option_background_purge, 0);
+  hak_option_set(hak_option_purge_delay_ms, 60000);
+  T_trim();
+  long base = rss_raw();
+  struct sleeper s;
+  pthread_t t;
+  sleeper_start(&s, &t);
+  long freed = rss_raw() - base;
+  CHECK(freed > SLEEPER_BYTES / 2, "trim: only %ld MiB resident after the sleeper freed (nothing to return)",
+        freed / MIB);
+  T_trim();
+  long trimmed = rss_raw() - base;
+  CHECK(trimmed < RETURNED_BOUND, "trim: %ld MiB still resident (%ld MiB before the trim)", trimmed / MIB,
+        freed / MIB);
+  sleeper_finish(&s, t, "trim");
+}
+
+static void test_decay_without_calls(void) {
+  hak_option_set(hak_option_background_purge, 1);
+  hak_option_set(hak_option_purge_delay_ms, 50);
+  T_trim();
+  long base = rss_raw();
+  struct hak_stats before;
+  hak_stats_get(&before);
+  struct sleeper s;
+  pthread_t t;
+  sleeper_start(&s, &t);
+  long held = rss_raw() - base;
+  for (int i = 0; i < 200 && held >= RETURNED_BOUND; i++) {   /* up to 10 s; 50 ms is expected */
+    nap_ms(50);
+    held = rss_raw() - base;
+  }
+  CHECK(held < RETURNED_BOUND, "decay: %ld MiB still resident 10 s after the sleeping thread freed", held / MIB);
+  struct hak_stats after;
+  hak_stats_get(&after);
+  CHECK(after.purger_passes > before.purger_passes, "decay: the background purger never ran");
+  sleeper_finish(&s, t, "decay");
+}
+
+/* ---- sweeps racing with the owners' reuse of the same units */
+
+static atomic_int stop, race_bad;
+
+static void *refiller(void *arg) {
+  uint64_t rng = (uint64_t)(uintptr_t)arg;
+  enum { N = 4096 };
+  static __thread unsigned char *blocks[N];
+  static __thread size_t sizes[N];
+  while (!atomic_load(&stop)) {
+    size_t n = churn_once(&rng, 4 * MIB, blocks, sizes, N);
+    atomic_fetch_add(&race_bad, n == 0);
+    atomic_fetch_add(&race_bad, check_and_free(blocks, sizes, n));
+  }
+  return NULL;
+}
+
+static void *trimmer(void *arg) {
+  while (!atomic_load(&stop)) T_trim();
+  return NULL;
+}
+
+static void test_sweeps_race_reuse(bool purger_in_child) {
+  hak_option_set(hak_option_background_purge, 1);
+  hak_option_set(hak_option_purge_delay_ms, 0);
+  pthread_t r[3], tr;
+  for (uintptr_t i = 0; i < 3; i++) pthread_create(&r[i], NULL, refiller, (void *)(i * 7919 + 1));
+  pthread_create(&tr, NULL, trimmer, NULL);
+  long rounds = stress_scaled(20);
+  int children_bad = 0;
+  for (long i = 0; i < rounds; i++) {
+    nap_ms(50);
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (!purger_in_child) hak_option_set(hak_option_background_purge, 0);
+      uint64_t rng = 99;
+      unsigned char *blocks[512];
+      size_t sizes[512];
+      size_t n = churn_once(&rng, MIB, blocks, sizes, 512);
+      int bad = n == 0 || check_and_free(blocks, sizes, n);
+      T_trim();
+      n = churn_once(&rng, MIB, blocks, sizes, 512);
+      bad |= n == 0 || check_and_free(blocks, sizes, n);
+      _exit(bad);
+    }
+    int status = 0;
+    children_bad += pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  }
+  atomic_store(&stop, 1);
+  for (int i = 0; i < 3; i++) pthread_join(r[i], NULL);
+  pthread_join(tr, NULL);
+  CHECK(atomic_load(&race_bad) == 0, "race: %d blocks lost their contents while sweeps ran", atomic_load(&race_bad));
+  CHECK(children_bad == 0, "race: %d forked children failed", children_bad);
+}
+
+int main(void) {
+#ifdef __SANITIZE_THREAD__
+  bool rss_tells = false;   /* its shadow memory swamps the resident set */
+#else
+  bool rss_tells = true;
+#endif
+  if (rss_tells) {
+    test_trim_reaches_sleeping_heap();
+    test_decay_without_calls();
+  }
+  test_sweeps_race_reuse(rss_tells);   /* ThreadSanitizer cannot start a thread after a fork */
+  return test_done("release");
+}
