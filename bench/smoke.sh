@@ -27,6 +27,7 @@ args_for() {
     thread_churn) echo "20 3 200 16 2048" ;;
     cxx_churn) echo "20000 500 2" ;;
     memory) echo "footprint 20" ;;
+    soak) echo "2 2 100" ;;
     *) return 1 ;;
   esac
 }

@@ -131,6 +131,8 @@ void hak_release_tick(hak_heap_t *h);
 int  hak_release_purge(hak_heap_t *h, bool force);
 void hak_release_abandoned_due(uint64_t when);
 uint64_t hak_release_abandoned(uint64_t now);
+void     hak_release_retaken(uint64_t purged_at);
+uint64_t hak_release_delay(void);   /* the purge delay now, ms */
 uint64_t hak_release_sweep_all(bool force, int *released);
 
 /* ---- purger.c: the background purge thread */

@@ -15,7 +15,8 @@
 
 #include "internal.h"
 
-#define MIN_PERIOD_MS 10   /* deadlines closer than this are served together */
+#define MIN_PERIOD_MS 10   /* it sleeps at least this long, and at least half the purge delay:
+                              deadlines closer than that are served together */
 
 enum { PURGER_NONE, PURGER_WANTED, PURGER_STARTING, PURGER_RUNNING };
 static _Atomic int state;
@@ -52,8 +53,9 @@ static void *purger_main(void *arg) {
       }
       atomic_store(&sleeping, 0);
     }
-    uint64_t now = hak_os_now_ms();
-    hak_os_sleep_ms(next > now + MIN_PERIOD_MS ? next - now : MIN_PERIOD_MS);
+    uint64_t now = hak_os_now_ms(), period = hak_release_delay() / 2;
+    if (period < MIN_PERIOD_MS) period = MIN_PERIOD_MS;
+    hak_os_sleep_ms(next > now + period ? next - now : period);
   }
   atomic_store(&state, PURGER_NONE);
   return NULL;

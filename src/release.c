@@ -1,7 +1,8 @@
 /* The release policy: when memory goes back to the OS.
  *
  * - A slab that becomes empty returns its units to its SuperSlab; the units'
- *   pages are decommitted PURGE_DELAY_MS later, unless reused before.
+ *   pages are decommitted once they stayed free for half to all of
+ *   PURGE_DELAY_MS (types.h: deadlines every half delay, aged units).
  * - A heap keeps KEEP_EMPTY_SUPERSLABS wholly empty SuperSlabs for quick
  *   reuse; any other empty SuperSlab goes to the shared pool at once,
  *   decommitted.
@@ -29,7 +30,42 @@ void hak_release_abandoned_due(uint64_t when) {
 /* The earlier of two deadlines, 0 standing for none. */
 static uint64_t earliest(uint64_t a, uint64_t b) { return !a ? b : !b ? a : a < b ? a : b; }
 
-static uint64_t purge_deadline(uint64_t now) { return now + (uint64_t)hak_opt(hak_option_purge_delay_ms); }
+/* The delay adapts to the program: PURGE_DELAY_MS << shift. A unit taken
+ * back within RETAKEN_WINDOW delays of its decommit was returned too early
+ * (its pages fault in again): the delay doubles, at most once per delay
+ * and up to MAX_SHIFT doublings; after QUIET_DELAYS delays without such a
+ * unit it halves again. */
+#define MAX_SHIFT 4
+#define RETAKEN_WINDOW 4
+#define QUIET_DELAYS 16
+static _Atomic uint32_t delay_shift;
+static _Atomic uint64_t last_retaken;   /* ms */
+
+uint64_t hak_release_delay(void) {
+  return (uint64_t)hak_opt(hak_option_purge_delay_ms) << atomic_load_explicit(&delay_shift, memory_order_relaxed);
+}
+
+void hak_release_retaken(uint64_t purged_at) {
+  uint64_t now = hak_os_now_ms(), delay = hak_release_delay();
+  if (now - purged_at > RETAKEN_WINDOW * delay) return;
+  uint64_t last = atomic_load_explicit(&last_retaken, memory_order_relaxed);
+  if (now - last < delay || !atomic_compare_exchange_strong(&last_retaken, &last, now)) return;
+  uint32_t shift = atomic_load_explicit(&delay_shift, memory_order_relaxed);
+  if (shift < MAX_SHIFT) atomic_compare_exchange_strong(&delay_shift, &shift, shift + 1);
+}
+
+/* Deadlines come every half delay; a unit goes at the second one it sees
+ * dirty (types.h). */
+static uint64_t purge_deadline(uint64_t now) {
+  uint64_t delay = hak_release_delay();
+  uint32_t shift = atomic_load_explicit(&delay_shift, memory_order_relaxed);
+  if (shift && now - atomic_load_explicit(&last_retaken, memory_order_relaxed) > QUIET_DELAYS * delay &&
+      atomic_compare_exchange_strong(&delay_shift, &shift, shift - 1)) {
+    atomic_store_explicit(&last_retaken, now, memory_order_relaxed);
+    delay /= 2;
+  }
+  return now + delay / 2;
+}
 
 /* Called by the owner after it made units of ss dirty (or emptied it). */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
@@ -62,29 +98,33 @@ static void decommit_units(hak_superslab_t *ss, uint32_t mask) {
   }
 }
 
-/* Claim the dirty units of ss, decommit them, release the claim (types.h).
- * True if there were any. */
-static bool purge_dirty(hak_superslab_t *ss) {
+/* Claim the dirty units of ss that are in mask, decommit them, release the
+ * claim (types.h). True if there were any. */
+static bool purge_dirty(hak_superslab_t *ss, uint32_t mask) {
   uint64_t w = atomic_load(&ss->dirty);
   uint32_t d;
   do {
-    d = HAK_DIRTY(w);
+    d = HAK_DIRTY(w) & mask;
     if (!d) return false;
   } while (!atomic_compare_exchange_weak(&ss->dirty, &w, (w & ~(uint64_t)d) | (uint64_t)d << 32));
   decommit_units(ss, d);
+  atomic_store_explicit(&ss->purged_at, hak_os_now_ms(), memory_order_relaxed);
+  atomic_fetch_or_explicit(&ss->purged, d, memory_order_relaxed);
   atomic_fetch_and_explicit(&ss->dirty, ~((uint64_t)d << 32), memory_order_release);
   return true;
 }
 
-/* Sweep one SuperSlab, whoever owns it: decommit its dirty units if their
- * deadline has passed (or force); dirty units without a deadline get one.
- * Returns the deadline still pending, 0 if none. */
+/* Sweep one SuperSlab, whoever owns it: when its deadline has passed,
+ * decommit its aged dirty units and age the others (all of them with
+ * force); dirty units without a deadline get one. Returns the deadline
+ * still pending, 0 if none. */
 static uint64_t sweep(hak_superslab_t *ss, uint64_t now, bool force, int *released) {
   if (!HAK_DIRTY(atomic_load(&ss->dirty))) return 0;
   uint64_t due = atomic_load(&ss->purge_at);
   if (!force && due > now) return due;
   if (force || due) {
-    *released |= purge_dirty(ss);
+    *released |= purge_dirty(ss, force ? HAK_UNITS_ALL : atomic_load_explicit(&ss->aged, memory_order_relaxed));
+    atomic_store_explicit(&ss->aged, HAK_DIRTY(atomic_load(&ss->dirty)), memory_order_relaxed);
     /* Cleared before the dirty word is read again, while the owner sets
      * dirty bits before it reads purge_at: one of the two sees the other's
      * write, so new dirty units never stay without a deadline. */

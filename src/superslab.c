@@ -24,6 +24,8 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   if (ss) {   /* closed (dirty 0) when it was given up; sweeps only read it */
     memset(ss->slabs, 0, sizeof ss->slabs);
     atomic_store_explicit(&ss->purge_at, 0, memory_order_relaxed);
+    atomic_store_explicit(&ss->aged, 0, memory_order_relaxed);
+    atomic_store_explicit(&ss->purged, 0, memory_order_relaxed);
   } else {
     ss = hak_arena_take();
     if (!ss && !(ss = hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE))) return NULL;
@@ -73,10 +75,19 @@ static int claim_span(hak_superslab_t *ss, unsigned units, bool tiny) {
   for (;;) {
     int u = find_span(ss->free_units & ~HAK_PURGING(w), units, tiny);
     if (u < 0) return -1;
-    uint64_t span = span_mask((unsigned)u, units);
-    if (!(w & span) ||
-        atomic_compare_exchange_weak_explicit(&ss->dirty, &w, w & ~span, memory_order_acquire, memory_order_acquire))
+    uint32_t span = span_mask((unsigned)u, units);
+    if (!(w & span)) {
+      if (atomic_load_explicit(&ss->purged, memory_order_relaxed) & span) {
+        atomic_fetch_and_explicit(&ss->purged, ~span, memory_order_relaxed);
+        hak_release_retaken(atomic_load_explicit(&ss->purged_at, memory_order_relaxed));
+      }
       return u;
+    }
+    if (atomic_compare_exchange_weak_explicit(&ss->dirty, &w, w & ~(uint64_t)span, memory_order_acquire,
+                                              memory_order_acquire)) {
+      atomic_fetch_and_explicit(&ss->aged, ~span, memory_order_relaxed);
+      return u;
+    }
   }
 }
 

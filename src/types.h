@@ -136,17 +136,24 @@ typedef struct hak_slab_s {
  *                 leaves them alone until the sweep clears them.
  * A sweep moves bits from low to high with one compare-and-swap, so the
  * owner never takes a unit whose pages are being dropped, and no sweep ever
- * drops a unit in use. purge_at is the deadline of the dirty units: set by
- * whoever finds dirty units without one, cleared by the sweep that purges
- * them. */
+ * drops a unit in use. purge_at is the next deadline of the dirty units: set
+ * by whoever finds dirty units without one, cleared or moved on by the sweep
+ * that serves it. A deadline decommits the units that were dirty at the
+ * previous one too (aged), and ages the others: a unit goes back to the OS
+ * after it stayed free for one to two half-delays, not because another
+ * unit of its SuperSlab had been free for long. A unit the owner takes back
+ * soon after a sweep decommitted it (purged, purged_at) was decommitted too
+ * early: the release policy lengthens its delays (release.c). */
 typedef struct hak_superslab_s {
   struct hak_heap_s *owner;
   uint32_t free_units;     /* bit per unit, owner only */
-  uint32_t pad0;
+  _Atomic uint32_t aged;   /* dirty units that were dirty at the last deadline already */
   _Atomic uint64_t dirty;  /* see above */
   _Atomic uint64_t purge_at;   /* ms when the dirty units get decommitted, 0: none */
   struct hak_superslab_s *next, *prev;   /* owning heap's list */
-  uint64_t pad[2];
+  _Atomic uint32_t purged;     /* units decommitted by a sweep and not taken since */
+  uint32_t pad;
+  _Atomic uint64_t purged_at;  /* ms of the last sweep that decommitted units */
   hak_slab_t slabs[HAK_UNITS];
 } hak_superslab_t;
 #define HAK_DIRTY(w)    ((uint32_t)(w))
