@@ -46,7 +46,8 @@ $(B)/libhakmem.so: $(patsubst src/%.c,$(B)/obj/%.o,$(SRCS))
 # `make bench` runs every workload under glibc, hakmem and the peer
 # allocators found (BENCH_SCALE=1 BENCH_RUNS=5 by default, < 10 min on 2
 # cores); `make peers` installs the peers; `make bench-perf` counts
-# instructions per operation; `make ab` compares HEAD~1 with HEAD
+# instructions per operation; `make soak` runs the long soak (SOAK_MINUTES,
+# default 5, balanced then lean); `make ab` compares HEAD~1 with HEAD
 # (make ab REV_A=x REV_B=y, or bench/ab.sh REV_A REV_B [WORKLOAD...]).
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c)) \
            $(patsubst bench/%.cc,$(B)/bench/%,$(wildcard bench/*.cc))
@@ -61,11 +62,13 @@ $(B)/bench/tools/%: bench/tools/%.c | $(B)/bench/tools
 $(B)/bench $(B)/bench/tools:
 	mkdir -p $@
 
-.PHONY: bench bench-perf bench-smoke peers ab
+.PHONY: bench bench-perf bench-smoke peers ab soak
 bench: $(B)/libhakmem.so bench-programs
 	python3 bench/run.py
 bench-perf: $(B)/libhakmem.so bench-programs
 	python3 bench/perf.py
+soak: $(B)/libhakmem.so bench-programs
+	python3 bench/soak.py
 bench-smoke: $(B)/libhakmem.so bench-programs
 	bench/smoke.sh
 peers:
