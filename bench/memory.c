@@ -6,11 +6,12 @@
  * counts. Three modes, each in its own process so that they do not mix:
  *
  *  footprint  1. 1M objects, 97% of 16..316 B and 3% of 1..16 KiB, filled
- *                (about 400 MiB live): peak_over_live = peak RSS / live;
+ *                (about 400 MiB live, with the 16 MiB table that holds
+ *                them): peak_over_live = peak RSS / live;
  *             2. free a random 90% and refill a third of the freed slots
  *                with other sizes (40 B..3.3 KiB, log-uniform):
  *                frag_over_live = RSS / live;
- *             3. free everything and make no further call: RSS right after
+ *             3. free everything (the table too) and make no further call: RSS right after
  *                and after 0.5, 1 and 2 s (freed_rss_*_kib);
  *             4. malloc_trim(0): trimmed_rss_kib.
  *  idle       2 threads each allocate 512 MiB of mixed blocks (16 B..1 MiB,
@@ -66,7 +67,7 @@ static void thread_ops_done(void) { atomic_fetch_add(&ops_total, ops); }
 static void footprint(long n, uint64_t *rng) {
   struct bench_obj *o = calloc((size_t)n, sizeof *o);
   if (!o) BENCH_OOM(NAME, (size_t)n * sizeof *o);
-  size_t live = 0;
+  size_t live = (size_t)n * sizeof *o;   /* the table of objects is live data too */
   for (long i = 0; i < n; i++) {
     size_t size = bench_rng(rng) % 100 < 97 ? bench_size(rng, 16, 316) : bench_size(rng, 1024, 16384);
     make(&o[i], size, (uint32_t)i);
@@ -93,6 +94,7 @@ static void footprint(long n, uint64_t *rng) {
 
   for (long i = 0; i < n; i++)
     if (o[i].p) drop(&o[i]);
+  free(o);
   long rss[4], at[4] = {0, 500, 1000, 2000};
   for (int k = 0; k < 4; k++) {
     nap_ms(at[k] - (k ? at[k - 1] : 0));
@@ -100,7 +102,6 @@ static void footprint(long n, uint64_t *rng) {
   }
   malloc_trim(0);
   long trimmed = rss_kib();
-  free(o);
   printf(NAME ": footprint, %ld objects, peak_over_live=%.3f, frag_over_live=%.3f, freed_rss_0ms_kib=%ld, "
               "freed_rss_500ms_kib=%ld, freed_rss_1000ms_kib=%ld, freed_rss_2000ms_kib=%ld, trimmed_rss_kib=%ld, "
               "peak_rss_kib=%ld",

@@ -53,6 +53,7 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   uint32_t cap = hak_cache_cap(c);
   void **want = c->items + cap / 2;
   HAK_COUNT(h->counters[cls].refills, 1);
+  h->flushing[cls] = 0;
   c->top += hak_heap_take_remote(h, cls, c->top, cap - cap / 4);   /* the cache is empty */
   while (c->top < want) {
     hak_slab_t *s = h->warm[cls];
@@ -121,7 +122,11 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
 HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
-  if (c->top == c->end) hak_cache_flush(h, cls, hak_cache_cap(c) / 2);   /* not if the tick's allocations took some */
+  /* Half the cache goes back, or all of it on a run of frees (two
+   * flushes with no refill between): what stays pins slabs. Not if the
+   * tick's allocations took some. */
+  if (c->top == c->end) hak_cache_flush(h, cls, h->flushing[cls] ? hak_cache_cap(c) : hak_cache_cap(c) / 2);
+  h->flushing[cls] = 1;
   *c->top++ = p;
 #if HAK_STAT >= 2
   c->frees++;
