@@ -158,6 +158,7 @@ void hak_heap_give_back(hak_heap_t *h) {
  * memory went back to the OS. */
 int hak_heap_release_all(hak_heap_t *h, bool now) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_flush(h, c, hak_cache_count(&h->cache[c]));
+  memset(h->refill_batch, 0, sizeof h->refill_batch);   /* the next user starts slowly again */
   hak_heap_collect_all(h);
   hak_remote_flush_all(h);
   return hak_release_purge(h, now);

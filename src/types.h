@@ -58,6 +58,7 @@
 #define HAK_UNITS_ALL     0xffffffffu
 #define HAK_SS_HEADER     4096       /* bytes of unit 0 taken by the header */
 #define HAK_SLAB_MAX_UNITS 16
+#define HAK_PAGE_BYTES    4096       /* the smallest page: what a refill's slow start touches */
 
 /* ---- size classes: 16-byte steps up to 128 B, then 8 classes per doubling */
 #define HAK_ALIGN         16
@@ -221,6 +222,7 @@ typedef struct hak_heap_s {
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
   uint8_t      flushing[HAK_CLASSES];  /* 1: the class's last slow path was a flush */
+  uint16_t     refill_batch[HAK_CLASSES];   /* blocks the next refill takes, 0: a page's worth (cache.c) */
   /* What other threads read or write, apart from the owner's fields so
    * that they do not share lines: the list link and the state (read by
    * every remote-free batch), and the inbox of blocks of this heap freed by
