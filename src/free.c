@@ -95,6 +95,9 @@ void hak_remote_flush_all(hak_heap_t *h) {
 static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab_t *s) {
   hak_heap_t *h = hak_heap_get();
   if (h == ss->owner) {
+#if HAK_STAT >= 2
+    h->cache[s->cls].frees++;   /* as the fast path counts a local free */
+#endif
     hak_slab_put_local(h, p);
   } else if (h) {
     hak_free_remote(p, ss, s);

@@ -97,6 +97,38 @@ static void test_scripted_workload(void) {
 /* A large block grown and shrunk by realloc, then freed: the large tier's
  * gauges follow every resize and come back to where they were (reserved
  * ignored resizes and went below zero). */
+/* A thread's first call frees blocks of the heap it then adopts (the heap
+ * of the thread that allocated them and exited): those frees are counted
+ * like any other. */
+enum { ADOPTED = 64 };
+static void *alloc_and_exit(void *arg) {
+  void **b = arg;
+  for (int i = 0; i < ADOPTED; i++) escape(b[i] = malloc(48));
+  return NULL;
+}
+static void *free_first(void *arg) {
+  void **b = arg;
+  for (int i = 0; i < ADOPTED; i++) free(b[i]);
+  return NULL;
+}
+
+static void test_adopted_frees(void) {
+  static void *blocks[ADOPTED];
+  struct hak_stats before, after;
+  hak_stats_get(&before);
+  pthread_t t;
+  pthread_create(&t, NULL, alloc_and_exit, blocks);
+  pthread_join(t, NULL);
+  pthread_create(&t, NULL, free_first, blocks);
+  pthread_join(t, NULL);
+  hak_stats_get(&after);
+  CHECK(after.live == before.live, "live blocks %llu, %llu before", after.live, before.live);
+#if HAK_STAT >= 2
+  CHECK(after.frees - before.frees == ADOPTED, "%llu frees counted of %d", after.frees - before.frees, ADOPTED);
+  CHECK(after.balanced == 1, "allocations %llu != frees %llu + live %llu", after.allocs, after.frees, after.live);
+#endif
+}
+
 static void test_large_resize_gauges(void) {
   struct hak_stats before, grown, after;
   hak_stats_get(&before);
@@ -187,6 +219,7 @@ int main(int argc, char **argv) {
   /* The counts below are exact: no background purger, whose start allocates. */
   hak_option_set(hak_option_background_purge, 0);
   test_scripted_workload();
+  test_adopted_frees();
   test_large_resize_gauges();
   test_reports();
   return test_done("stats");
