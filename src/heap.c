@@ -113,6 +113,7 @@ HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {
   hak_tls_heap = h;
   hak_thread_register(h);
   hak_purger_install();
+  hak_purger_thread_started();
   hak_heap_collect_all(h);
   return h;
 }
@@ -181,6 +182,7 @@ void hak_thread_done(void *arg) {
   hak_tls_heap = &hak_heap_empty;
   thread_exited = true;
   heap_release_and_leave(arg, false);
+  hak_purger_thread_done();
 }
 
 /* Collect the heaps of exited threads that no thread has adopted yet: all

@@ -139,6 +139,8 @@ uint64_t hak_release_sweep_all(bool force, int *released);
 void hak_purger_notify(void);
 void hak_purger_poll(void);
 void hak_purger_install(void);
+void hak_purger_thread_started(void);
+void hak_purger_thread_done(void);
 uint64_t hak_purger_passes(void);
 
 /* ---- large.c and bigcache.c: blocks above HAK_MID_MAX */

@@ -31,12 +31,14 @@ int      hak_os_remap_inplace(void *p, size_t old_size, size_t new_size);
 void    *hak_os_remap_aligned(void *p, size_t old_size, size_t new_size, size_t align);
 
 uint64_t hak_os_now_ms(void);
-void     hak_os_sleep_ms(uint64_t ms);
-/* Sleep while *word == expected (a futex), until hak_os_wake(word). */
-void     hak_os_wait(_Atomic uint32_t *word, uint32_t expected);
+/* Sleep while *word == expected (a futex), until hak_os_wake(word) or
+ * timeout_ms (0: none) passes. */
+void     hak_os_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout_ms);
 void     hak_os_wake(_Atomic uint32_t *word);
-/* Run fn(NULL) in a new detached thread that blocks every signal. */
-bool     hak_os_thread_start(void *(*fn)(void *));
+/* Run fn(NULL) in a new thread that blocks every signal; *id names it for
+ * hak_os_thread_join. */
+bool     hak_os_thread_start(void *(*fn)(void *), uintptr_t *id);
+void     hak_os_thread_join(uintptr_t id);
 uint64_t hak_os_random(void);
 
 /* Write all of s to fd (2: stderr) without allocating. */

@@ -10,7 +10,8 @@
  * next slow path that can safely create a thread (hak_purger_poll) starts it.
  * With nothing pending it sleeps on a futex; whoever schedules the next
  * deadline wakes it. BACKGROUND_PURGE=0 keeps it from starting (a running one
- * stops at its next pass). In a forked child it is started again on need. */
+ * stays idle). It stops when the last thread with a heap exits, and starts
+ * again on need, in a forked child too. */
 #include <pthread.h>
 
 #include "internal.h"
@@ -20,7 +21,11 @@
 
 enum { PURGER_NONE, PURGER_WANTED, PURGER_STARTING, PURGER_RUNNING };
 static _Atomic int state;
-static _Atomic uint32_t sleeping;   /* futex word: 1 while it waits for work */
+static _Atomic uint32_t wake;       /* futex word: bumped to wake the purger */
+static _Atomic uint32_t sleeping;   /* 1 while it waits with nothing pending */
+static _Atomic int stopping;        /* 1: leave at once */
+static uintptr_t purger_id;
+static _Atomic int live_threads;    /* threads with a heap that have not exited */
 static _Atomic uint64_t passes;     /* sweeps done, for the statistics */
 
 uint64_t hak_purger_passes(void) { return atomic_load_explicit(&passes, memory_order_relaxed); }
@@ -39,7 +44,12 @@ static uint64_t purge_pass(void) {
 
 static void *purger_main(void *arg) {
   (void)arg;
-  while (hak_opt(hak_option_background_purge)) {
+  while (!atomic_load(&stopping)) {
+    uint32_t seq = atomic_load(&wake);
+    if (!hak_opt(hak_option_background_purge)) {   /* turned off: idle until stopped */
+      hak_os_wait(&wake, seq, 0);
+      continue;
+    }
     uint64_t next = purge_pass();
     if (!next) {
       /* Announce the sleep, then look once more: a deadline scheduled
@@ -47,18 +57,23 @@ static void *purger_main(void *arg) {
        * it sees the announcement and wakes us (hak_purger_notify). */
       atomic_store(&sleeping, 1);
       next = purge_pass();
-      if (!next) {
-        hak_os_wait(&sleeping, 1);
-        continue;
-      }
+    }
+    uint64_t timeout = 0;   /* none: until woken */
+    if (next) {
+      uint64_t now = hak_os_now_ms(), period = hak_release_delay() / 2;
+      if (period < MIN_PERIOD_MS) period = MIN_PERIOD_MS;
+      timeout = next > now + period ? next - now : period;
       atomic_store(&sleeping, 0);
     }
-    uint64_t now = hak_os_now_ms(), period = hak_release_delay() / 2;
-    if (period < MIN_PERIOD_MS) period = MIN_PERIOD_MS;
-    hak_os_sleep_ms(next > now + period ? next - now : period);
+    hak_os_wait(&wake, seq, timeout);
+    atomic_store(&sleeping, 0);
   }
-  atomic_store(&state, PURGER_NONE);
   return NULL;
+}
+
+static void wake_purger(void) {
+  atomic_fetch_add(&wake, 1);
+  hak_os_wake(&wake);
 }
 
 /* A deadline was scheduled: wake the purger if it sleeps, ask for it if it
@@ -66,7 +81,7 @@ static void *purger_main(void *arg) {
 void hak_purger_notify(void) {
   int s = atomic_load_explicit(&state, memory_order_relaxed);
   if (s == PURGER_RUNNING) {
-    if (atomic_load(&sleeping) && atomic_exchange(&sleeping, 0)) hak_os_wake(&sleeping);
+    if (atomic_load(&sleeping) && atomic_exchange(&sleeping, 0)) wake_purger();
   } else if (s == PURGER_NONE && hak_opt(hak_option_background_purge)) {
     atomic_compare_exchange_strong(&state, &s, PURGER_WANTED);
   }
@@ -81,9 +96,26 @@ void hak_purger_poll(void) {
   if (HAK_LIKELY(s != PURGER_WANTED) || hak_thread_exiting() || !hak_opt(hak_option_background_purge)) return;
   if (!atomic_compare_exchange_strong(&state, &s, PURGER_STARTING)) return;
   atomic_store(&sleeping, 0);
+  atomic_store(&stopping, 0);
   /* If no thread can be had, asking again would only fail again: the
    * program's own calls purge as they always do. */
-  atomic_store(&state, hak_os_thread_start(purger_main) ? PURGER_RUNNING : PURGER_STARTING);
+  atomic_store(&state, hak_os_thread_start(purger_main, &purger_id) ? PURGER_RUNNING : PURGER_STARTING);
+}
+
+/* The purger must not outlive the program's threads: when the last thread
+ * that has a heap exits (pthread_exit of the last thread ends a process
+ * only if no other thread is left), it stops the purger and waits for it;
+ * a later need starts it again. */
+void hak_purger_thread_started(void) { atomic_fetch_add(&live_threads, 1); }
+
+void hak_purger_thread_done(void) {
+  if (atomic_fetch_sub(&live_threads, 1) != 1) return;
+  int s = PURGER_RUNNING;
+  if (!atomic_compare_exchange_strong(&state, &s, PURGER_STARTING)) return;
+  atomic_store(&stopping, 1);
+  wake_purger();
+  hak_os_thread_join(purger_id);
+  atomic_store(&state, PURGER_WANTED);
 }
 
 /* In a forked child the purger (like every thread but the caller) is gone,
@@ -102,6 +134,7 @@ static void fork_child(void) {
   int s = atomic_load_explicit(&state, memory_order_relaxed);
   atomic_store(&sleeping, 0);
   atomic_store(&state, s == PURGER_NONE ? PURGER_NONE : PURGER_WANTED);
+  atomic_store(&live_threads, hak_tls_heap != &hak_heap_empty);
 }
 
 /* Register the fork handler; once, from the first thread's first heap (a

@@ -12,10 +12,13 @@
  *    another trims in a loop and the purger sweeps with no delay, and a
  *    fork now and then: every block keeps its contents (the sweeps never
  *    drop a unit in use), and children allocate, trim and exit cleanly.
- *    This one also runs under ThreadSanitizer, through the hak_* API. */
+ *    This one also runs under ThreadSanitizer, through the hak_* API.
+ *  - exit: the purger does not keep a process alive once its last thread
+ *    calls pthread_exit. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -216,13 +219,52 @@ static void test_sweeps_race_reuse(bool purger_in_child) {
   CHECK(children_bad == 0, "race: %d forked children failed", children_bad);
 }
 
+/* ---- the purger does not keep a process alive: when the last thread
+ * calls pthread_exit, the process ends */
+
+static void *churn_a_while(void *arg) {
+  uint64_t rng = 4242;
+  unsigned char *blocks[1024];
+  size_t sizes[1024];
+  for (int r = 0; r < 20; r++) {
+    size_t n = churn_once(&rng, 2 * MIB, blocks, sizes, 1024);
+    if (check_and_free(blocks, sizes, n)) _exit(3);
+  }
+  return arg;
+}
+
+static void test_last_thread_exit_ends_process(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    pthread_t t;
+    pthread_create(&t, NULL, churn_a_while, NULL);
+    pthread_join(t, NULL);
+    churn_a_while(NULL);
+    nap_ms(100);   /* the delays pass: the purger has work and runs */
+    pthread_exit(NULL);
+  }
+  int status = 0;
+  pid_t got = 0;
+  for (int i = 0; i < 200 && got == 0; i++) {   /* up to 20 s */
+    nap_ms(100);
+    got = waitpid(pid, &status, WNOHANG);
+  }
+  if (got == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  CHECK(got == pid, "a process whose last thread called pthread_exit was still alive 20 s later");
+  CHECK(got != pid || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "it ended with status %#x", status);
+}
+
 int main(void) {
 #ifdef __SANITIZE_THREAD__
   bool rss_tells = false;   /* its shadow memory swamps the resident set */
 #else
   bool rss_tells = true;
 #endif
-  if (rss_tells) {
+  if (rss_tells) {   /* (and ThreadSanitizer cannot start threads in a forked child) */
+    test_last_thread_exit_ends_process();
     test_trim_reaches_sleeping_heap();
     test_decay_without_calls();
   }

@@ -152,17 +152,10 @@ uint64_t hak_os_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-void hak_os_sleep_ms(uint64_t ms) {
+void hak_os_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout_ms) {
   int e = errno;
-  struct timespec ts = {(time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-  errno = e;
-}
-
-void hak_os_wait(_Atomic uint32_t *word, uint32_t expected) {
-  int e = errno;
-  syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+  struct timespec ts = {(time_t)(timeout_ms / 1000u), (long)(timeout_ms % 1000u) * 1000000L};
+  syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, timeout_ms ? &ts : NULL, NULL, 0);
   errno = e;
 }
 
@@ -172,31 +165,32 @@ void hak_os_wake(_Atomic uint32_t *word) {
   errno = e;
 }
 
-/* Detached, every signal blocked (so that none meant for the program is
- * delivered to it), with a small stack: 256 KiB, or the default size if the
- * program's thread-local storage (which glibc places on the stack) needs
- * more. */
-bool hak_os_thread_start(void *(*fn)(void *)) {
+/* Every signal blocked (so that none meant for the program is delivered
+ * to it), with a small stack: 256 KiB, or the default size if the program's
+ * thread-local storage (which glibc places on the stack) needs more. */
+bool hak_os_thread_start(void *(*fn)(void *), uintptr_t *id) {
   int e = errno;
   pthread_attr_t attr;
   pthread_t t;
   sigset_t all, old;
   bool ok = false;
   if (pthread_attr_init(&attr) == 0) {
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     ok = pthread_attr_setstacksize(&attr, 256 * 1024) == 0 && pthread_create(&t, &attr, fn, NULL) == 0;
-    if (!ok) {
-      pthread_attr_destroy(&attr);
-      ok = pthread_attr_init(&attr) == 0 && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
-           pthread_create(&t, &attr, fn, NULL) == 0;
-    }
+    if (!ok) ok = pthread_create(&t, NULL, fn, NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
   }
+  if (ok) *id = (uintptr_t)t;
   errno = e;
   return ok;
+}
+
+void hak_os_thread_join(uintptr_t id) {
+  int e = errno;
+  pthread_join((pthread_t)id, NULL);
+  errno = e;
 }
 
 /* The kernel's 16 random bytes given to every process, mixed with the clock. */
