@@ -12,6 +12,7 @@
 import math
 import os
 import platform
+import sys
 import re
 import shutil
 import signal
@@ -301,6 +302,14 @@ def machine_lines(info):
            info["compiler"]),
         "versions: " + "; ".join("%s %s" % (k, v[k]) for k in ORDER if k in v),
     ]
+
+
+def env_float(name, default):
+    """A number from the environment, or default; exits on anything else."""
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        sys.exit("%s: %s must be a number" % (os.path.basename(sys.argv[0]), name))
 
 
 def median(xs):

@@ -66,13 +66,6 @@ def workloads(scale):
     ]
 
 
-def env_float(name, default):
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        sys.exit("run.py: %s must be a number" % name)
-
-
 def summarize(runs):
     """Aggregate of one workload x allocator."""
     ok = [r for r in runs if r.get("ok")]
@@ -198,14 +191,14 @@ def make_tables(results, allocs, base, wl_meta):
 
 def main():
     if "--list" in sys.argv:
-        for w, prog, args, what in workloads(env_float("BENCH_SCALE", 1)):
+        for w, prog, args, what in workloads(bl.env_float("BENCH_SCALE", 1)):
             print("%-20s %s %s   # %s" % (w, prog, " ".join(args), what))
         return 0
-    scale = env_float("BENCH_SCALE", 1)
-    runs = int(env_float("BENCH_RUNS", 5))
+    scale = bl.env_float("BENCH_SCALE", 1)
+    runs = int(bl.env_float("BENCH_RUNS", 5))
     if scale <= 0 or runs < 1:
         sys.exit("run.py: BENCH_SCALE must be > 0 and BENCH_RUNS >= 1")
-    timeout = env_float("BENCH_TIMEOUT", max(120.0, 120.0 * scale))
+    timeout = bl.env_float("BENCH_TIMEOUT", max(120.0, 120.0 * scale))
     wl = workloads(scale)
     only = os.environ.get("BENCH_ONLY")
     if only:

@@ -29,13 +29,6 @@ TARGETS = {"rss_drift_pct": 1.0, "tput_cv_pct": 2.0, "syscalls_per_op": 1e-7}
 COLOURS = ["#d62728", "#9467bd", "#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e"]
 
 
-def env_num(name, default):
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        sys.exit("soak.py: %s must be a number" % name)
-
-
 def preload_for(run):
     """(LD_PRELOAD value, extra environment) of one SOAK_RUNS entry."""
     if run.startswith("hakmem"):
@@ -109,9 +102,9 @@ def verdict(key, value):
 
 
 def main():
-    seconds = env_num("SOAK_SECONDS", env_num("SOAK_MINUTES", 5) * 60)
-    threads = int(env_num("SOAK_THREADS", 4))
-    sample_ms = int(env_num("SOAK_SAMPLE_MS", 1000))
+    seconds = bl.env_float("SOAK_SECONDS", bl.env_float("SOAK_MINUTES", 5) * 60)
+    threads = int(bl.env_float("SOAK_THREADS", 4))
+    sample_ms = int(bl.env_float("SOAK_SAMPLE_MS", 1000))
     names = [r.strip() for r in os.environ.get("SOAK_RUNS", "hakmem:balanced,hakmem:lean").split(",") if r.strip()]
     prog = os.path.join(bl.ROOT, "build", "bench", "soak")
     os.makedirs(RESULTS, exist_ok=True)
