@@ -12,12 +12,12 @@
 import math
 import os
 import platform
-import sys
 import re
 import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
