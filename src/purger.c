@@ -37,16 +37,15 @@ static uint64_t purge_pass(void) {
   uint64_t abandoned = hak_release_abandoned(hak_os_now_ms());
   uint64_t big = hak_bigcache_tick();
   atomic_fetch_add_explicit(&passes, 1, memory_order_relaxed);
-  if (abandoned && (!next || abandoned < next)) next = abandoned;
-  if (big && (!next || big < next)) next = big;
-  return next;
+  return hak_deadline_min(hak_deadline_min(next, abandoned), big);
 }
 
 static void *purger_main(void *arg) {
   (void)arg;
   while (!atomic_load(&stopping)) {
     uint32_t seq = atomic_load(&wake);
-    if (!hak_opt(hak_option_background_purge)) {   /* turned off: idle until stopped */
+    if (!hak_opt(hak_option_background_purge)) {   /* turned off: idle until turned on and notified */
+      atomic_store(&sleeping, 1);
       hak_os_wait(&wake, seq, 0);
       continue;
     }
@@ -77,12 +76,13 @@ static void wake_purger(void) {
 }
 
 /* A deadline was scheduled: wake the purger if it sleeps, ask for it if it
- * has not started. Cheap when it runs: two loads. */
+ * has not started. Cheap when it runs: three loads. */
 void hak_purger_notify(void) {
   int s = atomic_load_explicit(&state, memory_order_relaxed);
+  if (!hak_opt(hak_option_background_purge)) return;
   if (s == PURGER_RUNNING) {
     if (atomic_load(&sleeping) && atomic_exchange(&sleeping, 0)) wake_purger();
-  } else if (s == PURGER_NONE && hak_opt(hak_option_background_purge)) {
+  } else if (s == PURGER_NONE) {
     atomic_compare_exchange_strong(&state, &s, PURGER_WANTED);
   }
 }

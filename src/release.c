@@ -27,9 +27,6 @@ void hak_release_abandoned_due(uint64_t when) {
   hak_purger_notify();
 }
 
-/* The earlier of two deadlines, 0 standing for none. */
-static uint64_t earliest(uint64_t a, uint64_t b) { return !a ? b : !b ? a : a < b ? a : b; }
-
 /* The delay adapts to the program: PURGE_DELAY_MS << shift. A unit taken
  * back within RETAKEN_WINDOW delays of its decommit was returned too early
  * (its pages fault in again): the delay doubles, at most once per delay
@@ -77,7 +74,7 @@ void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
     uint64_t when = purge_deadline(hak_os_now_ms());
     if (atomic_compare_exchange_strong(&ss->purge_at, &due, when)) due = when;
   }
-  h->purge_at = earliest(h->purge_at, due);
+  h->purge_at = hak_deadline_min(h->purge_at, due);
   hak_purger_notify();
 }
 
@@ -143,7 +140,7 @@ int hak_release_purge(hak_heap_t *h, bool force) {
   while (ss) {
     hak_superslab_t *following = ss->next;
     if (force && ss->free_units == HAK_UNITS_ALL && hak_superslab_give_up(h, ss)) released = 1;
-    else next = earliest(next, sweep(ss, now, force, &released));
+    else next = hak_deadline_min(next, sweep(ss, now, force, &released));
     ss = following;
   }
   h->purge_at = next;
@@ -159,7 +156,7 @@ uint64_t hak_release_sweep_all(bool force, int *released) {
   size_t n = hak_arena_used();
   for (size_t i = 0; i < n; i++) {
     hak_superslab_t *ss = hak_arena_slot(i);
-    if (hak_registry_kind((uintptr_t)ss) == HAK_REG_SUPERSLAB) next = earliest(next, sweep(ss, now, force, released));
+    if (hak_registry_kind((uintptr_t)ss) == HAK_REG_SUPERSLAB) next = hak_deadline_min(next, sweep(ss, now, force, released));
   }
   return next;
 }
