@@ -5,6 +5,8 @@
 
 #include "internal.h"
 
+#define FLUSH_ALL_AFTER 4   /* consecutive flushes of a class before one returns the whole cache */
+
 /* Blocks first..end-1 of slab s have been carved: free accepts them now. The
  * limit of each unit they start in becomes the carved count (types.h). */
 static void slab_accept(hak_slab_t *s, uint32_t first, uint32_t end) {
@@ -130,11 +132,13 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
 HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
-  /* Half the cache goes back, or all of it on a run of frees (two
-   * flushes with no refill between): what stays pins slabs. Not if the
-   * tick's allocations took some. */
-  if (c->top == c->end) hak_cache_flush(h, cls, h->flushing[cls] ? hak_cache_cap(c) : hak_cache_cap(c) / 2);
-  h->flushing[cls] = 1;
+  /* Half the cache goes back, or all of it on a long run of frees (from
+   * the FLUSH_ALL_AFTER-th flush with no refill between; shorter runs come
+   * and go in steady churn): what stays pins slabs. Not if the tick's
+   * allocations took some. */
+  if (c->top == c->end)
+    hak_cache_flush(h, cls, h->flushing[cls] >= FLUSH_ALL_AFTER - 1 ? hak_cache_cap(c) : hak_cache_cap(c) / 2);
+  if (h->flushing[cls] < FLUSH_ALL_AFTER) h->flushing[cls]++;
   *c->top++ = p;
 #if HAK_STAT >= 2
   c->frees++;

@@ -221,7 +221,7 @@ typedef struct hak_heap_s {
   uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free */
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
-  uint8_t      flushing[HAK_CLASSES];  /* 1: the class's last slow path was a flush */
+  uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */
   uint16_t     refill_batch[HAK_CLASSES];   /* blocks the next refill takes, 0: a page's worth (cache.c) */
   /* What other threads read or write, apart from the owner's fields so
    * that they do not share lines: the list link and the state (read by
