@@ -48,19 +48,24 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
   return n;
 }
 
+/* Slow start: a heap's first refill of a class takes a page's worth of
+ * blocks (a thread that needs a few blocks of a size touches one page, not
+ * half a cache of them), each next one twice as many, up to half the cache
+ * (half), where it stays. Returns this refill's batch. */
+static uint32_t refill_ramp(hak_heap_t *h, unsigned cls, uint32_t batch, uint32_t half) {
+  if (!batch) batch = HAK_PAGE_BYTES / hak_class_size[cls] > 2 ? HAK_PAGE_BYTES / hak_class_size[cls] : 2;
+  if (batch > half) batch = half;
+  h->refill_batch[cls] = (uint16_t)(2 * batch < half ? 2 * batch : half);
+  return batch;
+}
+
 static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
   if (c->top != c->items) return hak_cache_count(c);   /* the tick's allocations refilled it */
   uint32_t cap = hak_cache_cap(c);
-  /* Slow start: a heap's first refill of a class takes a page's worth of
-   * blocks (a thread that needs a few blocks of a size touches one page, not
-   * half a cache of them), each next one twice as many, up to half the
-   * cache. */
   uint32_t batch = h->refill_batch[cls];
-  if (!batch) batch = HAK_PAGE_BYTES / hak_class_size[cls] > 2 ? HAK_PAGE_BYTES / hak_class_size[cls] : 2;
-  if (batch > cap / 2) batch = cap / 2;
-  h->refill_batch[cls] = (uint16_t)(2 * batch < cap / 2 ? 2 * batch : cap / 2);
+  if (HAK_UNLIKELY(batch < cap / 2)) batch = refill_ramp(h, cls, batch, cap / 2);
   void **want = c->items + batch;
   HAK_COUNT(h->counters[cls].refills, 1);
   h->flushing[cls] = 0;

@@ -138,8 +138,16 @@ uint64_t hak_release_sweep_all(bool force, int *released);
 HAK_INLINE uint64_t hak_deadline_min(uint64_t a, uint64_t b) { return !a ? b : !b ? a : a < b ? a : b; }
 
 /* ---- purger.c: the background purge thread */
+enum { PURGER_NONE, PURGER_WANTED, PURGER_STARTING, PURGER_RUNNING };
+extern _Atomic int hak_purger_state;
 void hak_purger_notify(void);
-void hak_purger_poll(void);
+void hak_purger_start(void);
+/* Start the purger if it was asked for. Called where a thread may be
+ * created: at the start of a slow path, before it changes anything (thread
+ * creation allocates, and that allocation may run the slow paths again). */
+HAK_INLINE void hak_purger_poll(void) {
+  if (HAK_UNLIKELY(atomic_load_explicit(&hak_purger_state, memory_order_relaxed) == PURGER_WANTED)) hak_purger_start();
+}
 void hak_purger_install(void);
 void hak_purger_thread_started(void);
 void hak_purger_thread_done(void);

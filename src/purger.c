@@ -19,8 +19,7 @@
 #define MIN_PERIOD_MS 10   /* it sleeps at least this long, and at least half the purge delay:
                               deadlines closer than that are served together */
 
-enum { PURGER_NONE, PURGER_WANTED, PURGER_STARTING, PURGER_RUNNING };
-static _Atomic int state;
+_Atomic int hak_purger_state;   /* PURGER_*; read inline by hak_purger_poll (internal.h) */
 static _Atomic uint32_t wake;       /* futex word: bumped to wake the purger */
 static _Atomic uint32_t sleeping;   /* 1 while it waits with nothing pending */
 static _Atomic int stopping;        /* 1: leave at once */
@@ -78,28 +77,26 @@ static void wake_purger(void) {
 /* A deadline was scheduled: wake the purger if it sleeps, ask for it if it
  * has not started. Cheap when it runs: three loads. */
 void hak_purger_notify(void) {
-  int s = atomic_load_explicit(&state, memory_order_relaxed);
+  int s = atomic_load_explicit(&hak_purger_state, memory_order_relaxed);
   if (!hak_opt(hak_option_background_purge)) return;
   if (s == PURGER_RUNNING) {
     if (atomic_load(&sleeping) && atomic_exchange(&sleeping, 0)) wake_purger();
   } else if (s == PURGER_NONE) {
-    atomic_compare_exchange_strong(&state, &s, PURGER_WANTED);
+    atomic_compare_exchange_strong(&hak_purger_state, &s, PURGER_WANTED);
   }
 }
 
-/* Start the purger if it was asked for. Called where a thread may be
- * created: at the start of a slow path, before it changes anything (thread
- * creation allocates, and that allocation may run the slow paths again). An
- * exiting thread leaves it to the next caller. */
-void hak_purger_poll(void) {
-  int s = atomic_load_explicit(&state, memory_order_relaxed);
-  if (HAK_LIKELY(s != PURGER_WANTED) || hak_thread_exiting() || !hak_opt(hak_option_background_purge)) return;
-  if (!atomic_compare_exchange_strong(&state, &s, PURGER_STARTING)) return;
+/* Start the purger, which was asked for (hak_purger_poll). An exiting
+ * thread leaves it to the next caller. */
+void hak_purger_start(void) {
+  int s = PURGER_WANTED;
+  if (hak_thread_exiting() || !hak_opt(hak_option_background_purge)) return;
+  if (!atomic_compare_exchange_strong(&hak_purger_state, &s, PURGER_STARTING)) return;
   atomic_store(&sleeping, 0);
   atomic_store(&stopping, 0);
   /* If no thread can be had, asking again would only fail again: the
    * program's own calls purge as they always do. */
-  atomic_store(&state, hak_os_thread_start(purger_main, &purger_id) ? PURGER_RUNNING : PURGER_STARTING);
+  atomic_store(&hak_purger_state, hak_os_thread_start(purger_main, &purger_id) ? PURGER_RUNNING : PURGER_STARTING);
 }
 
 /* The purger must not outlive the program's threads: when the last thread
@@ -111,11 +108,11 @@ void hak_purger_thread_started(void) { atomic_fetch_add(&live_threads, 1); }
 void hak_purger_thread_done(void) {
   if (atomic_fetch_sub(&live_threads, 1) != 1) return;
   int s = PURGER_RUNNING;
-  if (!atomic_compare_exchange_strong(&state, &s, PURGER_STARTING)) return;
+  if (!atomic_compare_exchange_strong(&hak_purger_state, &s, PURGER_STARTING)) return;
   atomic_store(&stopping, 1);
   wake_purger();
   hak_os_thread_join(purger_id);
-  atomic_store(&state, PURGER_WANTED);
+  atomic_store(&hak_purger_state, PURGER_WANTED);
 }
 
 /* In a forked child the purger (like every thread but the caller) is gone,
@@ -131,9 +128,9 @@ static void fork_child(void) {
     uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_relaxed);
     if (HAK_PURGING(w)) atomic_store_explicit(&ss->dirty, HAK_DIRTY(w) | HAK_PURGING(w), memory_order_relaxed);
   }
-  int s = atomic_load_explicit(&state, memory_order_relaxed);
+  int s = atomic_load_explicit(&hak_purger_state, memory_order_relaxed);
   atomic_store(&sleeping, 0);
-  atomic_store(&state, s == PURGER_NONE ? PURGER_NONE : PURGER_WANTED);
+  atomic_store(&hak_purger_state, s == PURGER_NONE ? PURGER_NONE : PURGER_WANTED);
   atomic_store(&live_threads, hak_tls_heap != &hak_heap_empty);
 }
 

@@ -176,10 +176,11 @@ void hak_release_tick(hak_heap_t *h) {
     hak_heap_collect_all(h);
     hak_remote_flush_all(h);
   }
-  if (h->purge_at || atomic_load_explicit(&abandoned_due, memory_order_relaxed)) {
+  uint64_t abandoned = atomic_load_explicit(&abandoned_due, memory_order_relaxed);
+  if (h->purge_at || abandoned) {
     uint64_t now = hak_os_now_ms();
     if (h->purge_at && now >= h->purge_at) hak_release_purge(h, false);
-    hak_release_abandoned(now);
+    if (abandoned) hak_release_abandoned(now);
   }
   hak_bigcache_tick();
 }
