@@ -134,6 +134,7 @@ uint64_t hak_release_abandoned(uint64_t now);
 void     hak_release_retaken(uint64_t purged_at);
 uint64_t hak_release_delay(void);   /* the purge delay now, ms */
 uint64_t hak_release_sweep_all(bool force, int *released);
+void     hak_release_forget_sweeps(void);   /* in a forked child */
 /* The earlier of two deadlines, 0 standing for none. */
 HAK_INLINE uint64_t hak_deadline_min(uint64_t a, uint64_t b) { return !a ? b : !b ? a : a < b ? a : b; }
 

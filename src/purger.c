@@ -40,7 +40,6 @@ static uint64_t purge_pass(void) {
 }
 
 static void *purger_main(void *arg) {
-  (void)arg;
   while (!atomic_load(&stopping)) {
     uint32_t seq = atomic_load(&wake);
     if (!hak_opt(hak_option_background_purge)) {   /* turned off: idle until turned on and notified */
@@ -116,18 +115,9 @@ void hak_purger_thread_done(void) {
 }
 
 /* In a forked child the purger (like every thread but the caller) is gone,
- * and so is any sweep that was under way in another thread: its claimed
- * units become dirty again (they are free; some pages may be dropped
- * already, which a dirty unit allows). Only the arena's SuperSlabs can be
- * found; one outside it keeps such units until the process ends. */
+ * and so is any sweep that was under way in another thread. */
 static void fork_child(void) {
-  size_t n = hak_arena_used();
-  for (size_t i = 0; i < n; i++) {
-    hak_superslab_t *ss = hak_arena_slot(i);
-    if (hak_registry_kind((uintptr_t)ss) != HAK_REG_SUPERSLAB) continue;
-    uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_relaxed);
-    if (HAK_PURGING(w)) atomic_store_explicit(&ss->dirty, HAK_DIRTY(w) | HAK_PURGING(w), memory_order_relaxed);
-  }
+  hak_release_forget_sweeps();
   int s = atomic_load_explicit(&hak_purger_state, memory_order_relaxed);
   atomic_store(&sleeping, 0);
   atomic_store(&hak_purger_state, s == PURGER_NONE ? PURGER_NONE : PURGER_WANTED);

@@ -161,6 +161,20 @@ uint64_t hak_release_sweep_all(bool force, int *released) {
   return next;
 }
 
+/* In a forked child: units that a sweep of another thread had claimed
+ * become dirty again (they are free; some of their pages may be dropped
+ * already, which a dirty unit allows). Only the arena's SuperSlabs can be
+ * found; one outside it keeps such units until the process ends. */
+void hak_release_forget_sweeps(void) {
+  size_t n = hak_arena_used();
+  for (size_t i = 0; i < n; i++) {
+    hak_superslab_t *ss = hak_arena_slot(i);
+    if (hak_registry_kind((uintptr_t)ss) != HAK_REG_SUPERSLAB) continue;
+    uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_relaxed);
+    if (HAK_PURGING(w)) atomic_store_explicit(&ss->dirty, HAK_DIRTY(w) | HAK_PURGING(w), memory_order_relaxed);
+  }
+}
+
 /* Collect the abandoned heaps if their deadline has passed; returns the
  * deadline still pending, 0 if none. */
 uint64_t hak_release_abandoned(uint64_t now) {

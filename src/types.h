@@ -150,7 +150,7 @@ typedef struct hak_superslab_s {
   uint32_t free_units;     /* bit per unit, owner only */
   _Atomic uint32_t aged;   /* dirty units that were dirty at the last deadline already */
   _Atomic uint64_t dirty;  /* see above */
-  _Atomic uint64_t purge_at;   /* ms when the dirty units get decommitted, 0: none */
+  _Atomic uint64_t purge_at;   /* ms, the dirty units' next deadline (see above), 0: none */
   struct hak_superslab_s *next, *prev;   /* owning heap's list */
   _Atomic uint32_t purged;     /* units decommitted by a sweep and not taken since */
   uint32_t pad;
