@@ -53,7 +53,7 @@ BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c)) \
            $(patsubst bench/%.cc,$(B)/bench/%,$(wildcard bench/*.cc))
 BENCH_TOOLS := $(B)/bench/tools/runone
 bench-programs: $(BENCHES) $(BENCH_TOOLS)
-$(B)/bench/%: bench/%.c $(wildcard bench/*.h) | $(B)/bench
+$(B)/bench/%: bench/%.c $(wildcard bench/*.h) include/hakmem.h | $(B)/bench
 	$(CC) $(CSTD) $(WARN) -O2 -g -o $@ $< -lpthread -lm
 $(B)/bench/%: bench/%.cc | $(B)/bench
 	$(CXX) -std=c++17 -Wall -Wextra -O2 -g -o $@ $< -lpthread
@@ -81,27 +81,27 @@ TEST_CFLAGS := $(CSTD) $(WARN) -O1 -g -Iinclude -Isrc -Itests
 T := $(B)/test
 
 # override tests: the standard names, statically linked with the release library
-$(T)/%: tests/%.c tests/check.h $(B)/libhakmem.a | $(T)
+$(T)/%: tests/%.c tests/check.h $(HDRS) $(B)/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/libhakmem.a -lpthread
 # the same tests linked dynamically against libhakmem.so
-$(T)/dyn_%: tests/%.c tests/check.h $(B)/libhakmem.so | $(T)
+$(T)/dyn_%: tests/%.c tests/check.h $(HDRS) $(B)/libhakmem.so | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread
 # UBSan build, override on
-$(T)/ubsan_%: tests/%.c tests/check.h $(B)/ubsan/libhakmem.a | $(T)
+$(T)/ubsan_%: tests/%.c tests/check.h $(HDRS) $(B)/ubsan/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -fsanitize=undefined -fno-sanitize-recover=undefined -o $@ $< $(B)/ubsan/libhakmem.a -lpthread
 # ASan / TSan builds: override off, tests call the hak_* API (TEST_VIA_HAK)
-$(T)/asan_%: tests/%.c tests/check.h $(B)/asan/libhakmem.a | $(T)
+$(T)/asan_%: tests/%.c tests/check.h $(HDRS) $(B)/asan/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -DTEST_VIA_HAK -fsanitize=address -fno-omit-frame-pointer -o $@ $< $(B)/asan/libhakmem.a -lpthread
-$(T)/tsan_%: tests/%.c tests/check.h $(B)/tsan/libhakmem.a | $(T)
+$(T)/tsan_%: tests/%.c tests/check.h $(HDRS) $(B)/tsan/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -DTEST_VIA_HAK -fsanitize=thread -o $@ $< $(B)/tsan/libhakmem.a -lpthread
 # statistics level 2 (every allocation and free counted)
-$(T)/stat2_%: tests/%.c tests/check.h $(B)/stat2/libhakmem.a | $(T)
+$(T)/stat2_%: tests/%.c tests/check.h $(HDRS) $(B)/stat2/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -DHAK_STAT=2 -o $@ $< $(B)/stat2/libhakmem.a -lpthread
 # the fuzzer: against hakmem (static, override on), and against glibc for the
 # planted-bug shim that shows it can fail (tests/fuzz_plant.sh)
-$(T)/fuzz: tests/fuzz.c tests/check.h $(B)/libhakmem.a | $(T)
+$(T)/fuzz: tests/fuzz.c tests/check.h $(HDRS) $(B)/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/libhakmem.a -lpthread
-$(T)/fuzz_glibc: tests/fuzz.c tests/check.h | $(T)
+$(T)/fuzz_glibc: tests/fuzz.c tests/check.h $(HDRS) | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -lpthread
 $(T)/fuzz_shim.so: tests/fuzz_shim.c | $(T)
 	$(CC) $(CSTD) $(WARN) -O1 -g -fPIC -shared -o $@ $<

@@ -110,6 +110,9 @@ const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_M
 #define HAK_STATS_GLOBAL_FIELDS(X)                                         \
   X(bigcache_hits, "large allocations served by the BigCache")             \
   X(bigcache_misses, "large allocations that needed a new mapping")        \
+  X(bigcache_bytes, "bytes of freed large blocks the BigCache holds now")  \
+  X(dirty_bytes, "bytes of free slab units not given back yet (arena)")   \
+  X(purge_delay_ms, "the release policy's purge delay now, ms")           \
   X(os_maps, "mmap calls")                                                 \
   X(os_map_bytes, "bytes mapped")                                          \
   X(os_unmaps, "munmap calls")                                             \

@@ -8,7 +8,8 @@
  * without touching memory it does not own yet; a single compare-and-swap
  * takes it. A request is served from its own bin or the next ones up to
  * twice its size, never by cutting a bigger mapping (that would cost a
- * munmap now and a mapping later). Entries expire after BIGCACHE_DELAY_MS;
+ * munmap now and a mapping later). Entries expire after BIGCACHE_DELAY_MS
+ * (lengthened with the purge delay, release.c);
  * at most BIGCACHE_BUDGET bytes are kept, in blocks of at most
  * BIGCACHE_MAX_BLOCK. */
 #include "internal.h"
@@ -28,6 +29,10 @@ static _Atomic uint64_t slot_time[SLOTS];
 static _Atomic size_t cached_bytes;
 static _Atomic int cached;
 static _Atomic uint64_t next_expiry;   /* ms, earliest expiry of an entry (may be early), 0: none */
+
+/* BIGCACHE_DELAY_MS, lengthened while the program takes back memory soon
+ * after it went to the OS (release.c) */
+static uint64_t delay(void) { return hak_release_scaled((uint64_t)hak_opt(hak_option_bigcache_delay_ms)); }
 
 static size_t slot_size(uintptr_t v) { return (v & SIZE_BITS_MASK) << PAGE_SHIFT; }
 
@@ -73,7 +78,7 @@ bool hak_bigcache_put(hak_large_t *hdr) {
     atomic_store_explicit(&slot_time[i], now, memory_order_relaxed);
     if (atomic_compare_exchange_strong(&slots[i], &expected, v)) {
       atomic_fetch_add(&cached, 1);
-      expiry_at_most(now + (uint64_t)hak_opt(hak_option_bigcache_delay_ms));
+      expiry_at_most(now + delay());
       hak_purger_notify();
       return true;
     }
@@ -104,11 +109,11 @@ uint64_t hak_bigcache_tick(void) {
   if (!due) return 0;
   uint64_t now = hak_os_now_ms();
   if (now < due || !atomic_compare_exchange_strong(&next_expiry, &due, 0)) return due;
-  uint64_t delay = (uint64_t)hak_opt(hak_option_bigcache_delay_ms);
+  uint64_t delay_ms = delay();
   for (unsigned i = 0; i < SLOTS; i++) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
     if (!v) continue;
-    uint64_t expires = atomic_load_explicit(&slot_time[i], memory_order_relaxed) + delay;
+    uint64_t expires = atomic_load_explicit(&slot_time[i], memory_order_relaxed) + delay_ms;
     if (expires > now) {
       expiry_at_most(expires);
       continue;
@@ -118,6 +123,8 @@ uint64_t hak_bigcache_tick(void) {
   }
   return atomic_load_explicit(&next_expiry, memory_order_relaxed);
 }
+
+size_t hak_bigcache_bytes(void) { return atomic_load_explicit(&cached_bytes, memory_order_relaxed); }
 
 int hak_bigcache_drain(void) {
   int released = 0;

@@ -133,8 +133,10 @@ void hak_release_abandoned_due(uint64_t when);
 uint64_t hak_release_abandoned(uint64_t now);
 void     hak_release_retaken(uint64_t purged_at);
 uint64_t hak_release_delay(void);   /* the purge delay now, ms */
+uint64_t hak_release_scaled(uint64_t base_ms);   /* a delay lengthened as the purge delay is */
 uint64_t hak_release_sweep_all(bool force, int *released);
 void     hak_release_forget_sweeps(void);   /* in a forked child */
+uint64_t hak_release_dirty_bytes(void);     /* free units of the arena not decommitted */
 /* The earlier of two deadlines, 0 standing for none. */
 HAK_INLINE uint64_t hak_deadline_min(uint64_t a, uint64_t b) { return !a ? b : !b ? a : a < b ? a : b; }
 
@@ -163,6 +165,7 @@ hak_large_t *hak_bigcache_take(size_t min_size);   /* at most twice that */
 bool   hak_bigcache_put(hak_large_t *hdr);
 uint64_t hak_bigcache_tick(void);
 int    hak_bigcache_drain(void);
+size_t hak_bigcache_bytes(void);
 
 /* ---- free.c */
 /* Whether a remote-free container of class cls has room for its count

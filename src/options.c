@@ -42,7 +42,7 @@ static const hak_option_desc_t table[hak_option_count] = {
   [hak_option_bigcache_max_block] = {"BIGCACHE_MAX_BLOCK", HAK_OPT_SIZE, {256 * M, 64 * M, 4 * M}, 0, 4 * G, NULL,
                                      "largest freed block the BigCache keeps"},
   [hak_option_bigcache_delay_ms] = {"BIGCACHE_DELAY_MS", HAK_OPT_INT, {5000, 1000, 100}, 0, 60 * MINUTE_MS, NULL,
-                                    "milliseconds a freed large block stays in the BigCache"},
+                                    "milliseconds a freed large block stays in the BigCache (longer, as PURGE_DELAY_MS, while freed memory is soon taken back)"},
   [hak_option_background_purge] = {"BACKGROUND_PURGE", HAK_OPT_BOOL, {1, 1, 1}, 0, 1, NULL,
                                    "a background thread returns free memory to the OS when its delay passes, "
                                    "also of threads that sleep (started on first need)"},

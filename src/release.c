@@ -32,15 +32,17 @@ void hak_release_abandoned_due(uint64_t when) {
  * (its pages fault in again): the delay doubles, at most once per delay
  * and up to MAX_SHIFT doublings; after QUIET_DELAYS delays without such a
  * unit it halves again. */
-#define MAX_SHIFT 4
+#define MAX_SHIFT 6
 #define RETAKEN_WINDOW 4
 #define QUIET_DELAYS 16
 static _Atomic uint32_t delay_shift;
 static _Atomic uint64_t last_retaken;   /* ms */
 
-uint64_t hak_release_delay(void) {
-  return (uint64_t)hak_opt(hak_option_purge_delay_ms) << atomic_load_explicit(&delay_shift, memory_order_relaxed);
+uint64_t hak_release_scaled(uint64_t base_ms) {
+  return base_ms << atomic_load_explicit(&delay_shift, memory_order_relaxed);
 }
+
+uint64_t hak_release_delay(void) { return hak_release_scaled((uint64_t)hak_opt(hak_option_purge_delay_ms)); }
 
 void hak_release_retaken(uint64_t purged_at) {
   uint64_t now = hak_os_now_ms(), delay = hak_release_delay();
@@ -173,6 +175,17 @@ void hak_release_forget_sweeps(void) {
     uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_relaxed);
     if (HAK_PURGING(w)) atomic_store_explicit(&ss->dirty, HAK_DIRTY(w) | HAK_PURGING(w), memory_order_relaxed);
   }
+}
+
+uint64_t hak_release_dirty_bytes(void) {
+  uint64_t units = 0;
+  size_t n = hak_arena_used();
+  for (size_t i = 0; i < n; i++) {
+    hak_superslab_t *ss = hak_arena_slot(i);
+    if (hak_registry_kind((uintptr_t)ss) == HAK_REG_SUPERSLAB)
+      units += (uint64_t)__builtin_popcount(HAK_DIRTY(atomic_load_explicit(&ss->dirty, memory_order_relaxed)));
+  }
+  return units << HAK_UNIT_SHIFT;
 }
 
 /* Collect the abandoned heaps if their deadline has passed; returns the

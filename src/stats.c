@@ -91,6 +91,9 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
   st->large.committed_peak = (uint64_t)atomic_load(&large_committed_peak);
   st->bigcache_hits = atomic_load(&bigcache_hits);
   st->bigcache_misses = atomic_load(&bigcache_misses);
+  st->bigcache_bytes = hak_bigcache_bytes();
+  st->dirty_bytes = hak_release_dirty_bytes();
+  st->purge_delay_ms = hak_release_delay();
   hak_os_counters_t os;
   hak_os_counters(&os);
   st->os_maps = os.maps;
@@ -212,7 +215,13 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   hak_out_u64(o, st->bigcache_hits);
   hak_out_str(o, " hits, ");
   hak_out_u64(o, st->bigcache_misses);
-  hak_out_str(o, " misses\n os: mmap ");
+  hak_out_str(o, " misses, ");
+  put_mib(o, st->bigcache_bytes);
+  hak_out_str(o, " held; free units not returned ");
+  put_mib(o, st->dirty_bytes);
+  hak_out_str(o, ", purge delay ");
+  hak_out_u64(o, st->purge_delay_ms);
+  hak_out_str(o, " ms\n os: mmap ");
   hak_out_u64(o, st->os_maps);
   hak_out_str(o, " (");
   put_mib(o, st->os_map_bytes);
