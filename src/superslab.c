@@ -3,6 +3,8 @@
  * atomics (blocks freed by other threads reach the heap's inbox, heap.c). */
 #include "internal.h"
 
+#define SAME_CLASS_SCAN 4   /* SuperSlabs searched for a run that last held the class */
+
 static void ss_list_push(hak_superslab_t **list, hak_superslab_t *ss) {
   ss->prev = NULL;
   ss->next = *list;
@@ -23,6 +25,7 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   hak_superslab_t *ss = hak_shared_pool_pop();
   if (ss) {   /* closed (dirty 0) when it was given up; sweeps only read it */
     memset(ss->slabs, 0, sizeof ss->slabs);
+    memset(ss->span_class, 0, sizeof ss->span_class);
     atomic_store_explicit(&ss->purge_at, 0, memory_order_relaxed);
     atomic_store_explicit(&ss->aged, 0, memory_order_relaxed);
     atomic_store_explicit(&ss->purged, 0, memory_order_relaxed);
@@ -57,23 +60,34 @@ static uint32_t span_mask(unsigned first, unsigned units) {
   return m << first;
 }
 
-/* First unit of a run of `units` units of avail. Tiny slabs may use unit 0
- * (whose first page is the header); mid slabs start at unit 1 or later so
- * that their blocks are 64 KiB aligned at the slab start. */
-static int find_span(uint32_t avail, unsigned units, bool tiny) {
+/* A run of `units` units of avail for a slab of class cls, its first unit,
+ * or -1. Tiny slabs may use unit 0 (whose first page is the header); mid
+ * slabs start at unit 1 or later so that their blocks are 64 KiB aligned at
+ * the slab start. With same_class, only a run that last held a slab of cls
+ * and whose pages may still be resident (dirty): the blocks it hands out
+ * then fall on the pages that class touched before, where another class
+ * would touch others (a heap that threads adopt one after another would
+ * otherwise end with every page of its free units resident). */
+static int find_span(const hak_superslab_t *ss, uint32_t avail, uint32_t dirty, unsigned cls, unsigned units,
+                     bool tiny, bool same_class) {
   uint32_t m = tiny ? avail : (avail & ~1u);
   for (unsigned i = 1; i < units && m; i++) m &= avail >> i;
-  return m ? __builtin_ctz(m) : -1;
+  if (!same_class) return m ? __builtin_ctz(m) : -1;
+  for (uint32_t c = m & dirty; c; c &= c - 1) {
+    unsigned u = (unsigned)__builtin_ctz(c);
+    if (ss->span_class[u] == cls + 1) return (int)u;
+  }
+  return -1;
 }
 
-/* Take a free run of `units` units of ss that no sweep is decommitting out
- * of the dirty word (types.h); its first unit, or -1. Units that are not
- * dirty need no atomic operation: only the owner makes units dirty, and a
- * sweep claims only dirty ones. */
-static int claim_span(hak_superslab_t *ss, unsigned units, bool tiny) {
+/* Take a free run of `units` units of ss for class cls (find_span) that no sweep is
+ * decommitting out of the dirty word (types.h); its first unit, or -1.
+ * Units that are not dirty need no atomic operation: only the owner makes
+ * units dirty, and a sweep claims only dirty ones. */
+static int claim_span(hak_superslab_t *ss, unsigned cls, unsigned units, bool tiny, bool same_class) {
   uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
   for (;;) {
-    int u = find_span(ss->free_units & ~HAK_PURGING(w), units, tiny);
+    int u = find_span(ss, ss->free_units & ~HAK_PURGING(w), HAK_DIRTY(w), cls, units, tiny, same_class);
     if (u < 0) return -1;
     uint32_t span = span_mask((unsigned)u, units);
     if (!(w & span)) {
@@ -96,12 +110,16 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   bool tiny = cls < HAK_TINY_CLASSES;
   hak_superslab_t *ss = h->superslabs;
   int u = -1;
-  for (; ss && ss->free_units; ss = ss->next)
-    if ((u = claim_span(ss, units, tiny)) >= 0) break;
+  for (unsigned n = 0; ss && ss->free_units && n < SAME_CLASS_SCAN; ss = ss->next, n++)
+    if ((u = claim_span(ss, cls, units, tiny, true)) >= 0) break;
+  if (u < 0)
+    for (ss = h->superslabs; ss && ss->free_units; ss = ss->next)
+      if ((u = claim_span(ss, cls, units, tiny, false)) >= 0) break;
   if (u < 0 || !ss) {
     if (!(ss = ss_acquire(h))) return NULL;
-    u = claim_span(ss, units, tiny);
+    u = claim_span(ss, cls, units, tiny, false);
   }
+  for (unsigned i = 0; i < units; i++) ss->span_class[u + (int)i] = (uint8_t)(i ? 0 : cls + 1);
   if (ss->free_units == HAK_UNITS_ALL) h->empty_superslabs--;
   uint32_t span = span_mask((unsigned)u, units);
   ss->free_units &= ~span;

@@ -156,6 +156,7 @@ typedef struct hak_superslab_s {
   uint32_t pad;
   _Atomic uint64_t purged_at;  /* ms of the last sweep that decommitted units */
   hak_slab_t slabs[HAK_UNITS];
+  uint8_t span_class[HAK_UNITS];   /* 1 + class of the slab that last began at each unit, 0 if none (owner only) */
 } hak_superslab_t;
 #define HAK_DIRTY(w)    ((uint32_t)(w))
 #define HAK_PURGING(w)  ((uint32_t)((w) >> 32))
