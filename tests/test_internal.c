@@ -384,6 +384,40 @@ static void test_heap_adoption(void) {
   CHECK(exited_heap == first, "new thread did not adopt the abandoned heap");
 }
 
+/* A new slab goes, where it can, to free units that last held a slab of its
+ * class and are still resident: two classes whose slabs were released come
+ * back to their own units whatever the order (without it, the first class
+ * asked would take the lowest unit, the other's). */
+static unsigned unit_of(const void *p) { return (unsigned)(((uintptr_t)p & HAK_SS_MASK) >> HAK_UNIT_SHIFT); }
+
+static void *affinity_thread(void *arg) {
+  char *a = malloc(48), *b = malloc(100);
+  escape(a);
+  escape(b);
+  hak_superslab_t *ss_a = hak_ss_of(a), *ss_b = hak_ss_of(b);
+  unsigned ua = unit_of(a), ub = unit_of(b);
+  free(a);
+  free(b);
+  hak_heap_release_all(hak_tls_heap, false);   /* both slabs empty: their units free, still resident */
+  char *b2 = malloc(100), *a2 = malloc(48);
+  escape(a2);
+  escape(b2);
+  CHECK(hak_ss_of(b2) == ss_b && unit_of(b2) == ub, "class of 100 B went to unit %u, its slab was at %u", unit_of(b2), ub);
+  CHECK(hak_ss_of(a2) == ss_a && unit_of(a2) == ua, "class of 48 B went to unit %u, its slab was at %u", unit_of(a2), ua);
+  free(a2);
+  free(b2);
+  return arg;
+}
+
+static void test_class_affinity(void) {
+  long delay = hak_option_get(hak_option_purge_delay_ms);
+  hak_option_set(hak_option_purge_delay_ms, 60000);   /* no purge in between */
+  pthread_t t;
+  pthread_create(&t, NULL, affinity_thread, NULL);
+  pthread_join(t, NULL);
+  hak_option_set(hak_option_purge_delay_ms, delay);
+}
+
 int main(void) {
   void *first = malloc(1);
   escape(first);
@@ -403,5 +437,6 @@ int main(void) {
   test_bigcache_expiry();
   test_bigcache_fit();
   test_heap_adoption();
+  test_class_affinity();
   return test_done("internal");
 }
