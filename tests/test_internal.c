@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -244,6 +245,42 @@ static void test_large(void) {
  * (lengthened as the purge delay is, after the tests before this one), then
  * the next slow path unmaps it; blocks above BIGCACHE_MAX_BLOCK are unmapped
  * at once. */
+/* A large block moves its pages, never copies them, however it grew before:
+ * grown in place after a move, then moved again (mremap moves one mapping
+ * only, so in-place growth must keep the block one mapping). Mappings placed
+ * just past its end force the moves. */
+static void *block_end_blocker(char *p) {
+  char *end = p + hak_usable_size(p);
+  void *b = mmap(end, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  return b == end ? b : NULL;
+}
+
+static void test_large_moves(void) {
+  struct hak_stats st;
+  hak_stats_get(&st);
+  unsigned long long allocs = st.large.allocs;
+  size_t size = 1u << 20;
+  char *p = malloc(size);
+  memset(p, 0x5a, size);
+  void *blockers[3];
+  int forced = 0;
+  for (int step = 0; step < 6; step++) {
+    if (step % 2 == 0 && (blockers[forced] = block_end_blocker(p))) forced++;
+    size_t bigger = size * 3 / 2;
+    char *q = realloc(p, bigger);
+    CHECK(q && q[0] == 0x5a && q[size - 1] == 0x5a, "large realloc lost content at step %d", step);
+    memset(q + size, 0x5a, bigger - size);
+    p = q;
+    size = bigger;
+  }
+  hak_stats_get(&st);
+  CHECK(forced >= 2, "could not place mappings past the block (%d)", forced);
+  CHECK(st.large.allocs - allocs == 1, "a growing large block was copied: %llu large allocations",
+        st.large.allocs - allocs);
+  free(p);
+  for (int i = 0; i < forced; i++) munmap(blockers[i], 4096);
+}
+
 static void test_bigcache_expiry(void) {
   long old_delay = hak_option_get(hak_option_bigcache_delay_ms);
   CHECK(hak_option_set(hak_option_bigcache_delay_ms, 30) == 0, "set BigCache delay");
@@ -434,6 +471,7 @@ int main(void) {
   test_remote_batch();
   test_release();
   test_large();
+  test_large_moves();
   test_bigcache_expiry();
   test_bigcache_fit();
   test_heap_adoption();

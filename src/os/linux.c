@@ -109,19 +109,28 @@ void hak_os_decommit(void *p, size_t size) {
   errno = e;
 }
 
-/* Growing in place maps the pages just past the end, if they are free; the
- * kernel merges the two ranges into one mapping. (mremap would do the same,
- * but sanitizers do not see it: ThreadSanitizer would keep the history of
- * whatever was at those addresses before and report races with it.) */
+/* Growing in place extends the mapping over the pages just past its end, if
+ * they are free. mremap keeps it one mapping, which a later move needs:
+ * mremap moves a single mapping, and pages mapped next to a mapping that was
+ * moved are not merged with it (their page offsets do not follow on), so a
+ * block grown that way could only be copied. ThreadSanitizer does not see
+ * mremap and would keep the history of whatever was at those addresses
+ * before, so its builds map the new pages instead (and copy on a move). */
 int hak_os_remap_inplace(void *p, size_t old_size, size_t new_size) {
   int e = errno;
   count(&n_remaps, NULL, 0);
+#if defined(__SANITIZE_THREAD__)
   char *want = (char *)p + old_size;
   void *q = mmap(want, new_size - old_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
                  -1, 0);
   if (q != MAP_FAILED && q != want) munmap(q, new_size - old_size);   /* a kernel before 4.17: only a hint */
   errno = e;
   return q == want ? 0 : -1;
+#else
+  void *q = mremap(p, old_size, new_size, 0);
+  errno = e;
+  return q == p ? 0 : -1;
+#endif
 }
 
 /* Reserve an aligned target without access, then move the pages into it. */
