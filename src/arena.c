@@ -29,7 +29,10 @@ static hak_superslab_t *slot_address(size_t i) {
   return (hak_superslab_t *)(hak_arena_base + ((uintptr_t)i << HAK_SS_SHIFT));
 }
 
-hak_superslab_t *hak_arena_slot(size_t i) { return slot_address(i); }
+hak_superslab_t *hak_arena_superslab(size_t i) {
+  hak_superslab_t *ss = slot_address(i);
+  return hak_registry_kind((uintptr_t)ss) == HAK_REG_SUPERSLAB ? ss : NULL;
+}
 
 size_t hak_arena_used(void) { return hak_arena_size ? atomic_load_explicit(&carved, memory_order_acquire) : 0; }
 

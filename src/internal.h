@@ -85,7 +85,7 @@ void hak_arena_init(void);
 hak_superslab_t *hak_arena_take(void);
 void hak_arena_give(hak_superslab_t *ss);
 size_t hak_arena_used(void);                 /* slots handed out so far */
-hak_superslab_t *hak_arena_slot(size_t i);   /* the SuperSlab slot i, whatever its state */
+hak_superslab_t *hak_arena_superslab(size_t i);   /* the SuperSlab in slot i, NULL if it holds none now */
 HAK_INLINE bool hak_in_arena(uintptr_t a) { return a - hak_arena_base < hak_arena_size; }
 
 /* ---- registry.c */

@@ -157,8 +157,8 @@ uint64_t hak_release_sweep_all(bool force, int *released) {
   uint64_t next = 0;
   size_t n = hak_arena_used();
   for (size_t i = 0; i < n; i++) {
-    hak_superslab_t *ss = hak_arena_slot(i);
-    if (hak_registry_kind((uintptr_t)ss) == HAK_REG_SUPERSLAB) next = hak_deadline_min(next, sweep(ss, now, force, released));
+    hak_superslab_t *ss = hak_arena_superslab(i);
+    if (ss) next = hak_deadline_min(next, sweep(ss, now, force, released));
   }
   return next;
 }
@@ -170,20 +170,21 @@ uint64_t hak_release_sweep_all(bool force, int *released) {
 void hak_release_forget_sweeps(void) {
   size_t n = hak_arena_used();
   for (size_t i = 0; i < n; i++) {
-    hak_superslab_t *ss = hak_arena_slot(i);
-    if (hak_registry_kind((uintptr_t)ss) != HAK_REG_SUPERSLAB) continue;
+    hak_superslab_t *ss = hak_arena_superslab(i);
+    if (!ss) continue;
     uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_relaxed);
     if (HAK_PURGING(w)) atomic_store_explicit(&ss->dirty, HAK_DIRTY(w) | HAK_PURGING(w), memory_order_relaxed);
   }
 }
 
+/* Bytes of the arena's free units whose pages may still be resident (the
+ * statistics' dirty_bytes). */
 uint64_t hak_release_dirty_bytes(void) {
   uint64_t units = 0;
   size_t n = hak_arena_used();
   for (size_t i = 0; i < n; i++) {
-    hak_superslab_t *ss = hak_arena_slot(i);
-    if (hak_registry_kind((uintptr_t)ss) == HAK_REG_SUPERSLAB)
-      units += (uint64_t)__builtin_popcount(HAK_DIRTY(atomic_load_explicit(&ss->dirty, memory_order_relaxed)));
+    hak_superslab_t *ss = hak_arena_superslab(i);
+    if (ss) units += (uint64_t)__builtin_popcount(HAK_DIRTY(atomic_load_explicit(&ss->dirty, memory_order_relaxed)));
   }
   return units << HAK_UNIT_SHIFT;
 }

@@ -80,7 +80,7 @@ static int find_span(const hak_superslab_t *ss, uint32_t avail, uint32_t dirty, 
   return -1;
 }
 
-/* Take a free run of `units` units of ss for class cls (find_span) that no sweep is
+/* Take a run of units of ss for class cls (find_span) that no sweep is
  * decommitting out of the dirty word (types.h); its first unit, or -1.
  * Units that are not dirty need no atomic operation: only the owner makes
  * units dirty, and a sweep claims only dirty ones. */
