@@ -13,6 +13,7 @@
 #ifndef HAK_BENCH_H
 #define HAK_BENCH_H
 
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -42,6 +43,12 @@ static inline uint64_t bench_seed(uint64_t a, uint64_t b) {
 /* Random size in [min, max], uniform. */
 static inline size_t bench_size(uint64_t *s, size_t min, size_t max) {
   return min + (size_t)((bench_rng(s) >> 16) % (uint64_t)(max - min + 1));
+}
+
+/* A log-uniform size in [min, max]: as many sizes per doubling. */
+static inline size_t bench_log_size(uint64_t *s, size_t min, size_t max) {
+  double u = (double)(bench_rng(s) >> 11) / 9007199254740992.0;
+  return (size_t)exp(log((double)min) + u * (log((double)max + 1) - log((double)min)));
 }
 
 static inline double bench_now(void) {

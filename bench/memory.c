@@ -48,11 +48,6 @@ static void drop(struct bench_obj *o) {
   ops++;
 }
 
-static size_t log_size(uint64_t *rng, size_t min, size_t max) {
-  double u = (double)(bench_rng(rng) >> 11) / 9007199254740992.0;
-  return (size_t)exp(log((double)min) + u * (log((double)max + 1) - log((double)min)));
-}
-
 static long rss_kib(void) { return bench_status_kib("VmRSS"); }
 
 static void nap_ms(long ms) {
@@ -85,7 +80,7 @@ static void footprint(long n, uint64_t *rng) {
   uint32_t tag = (uint32_t)n;
   for (long i = 0, refill = freed / 3; i < n && refill > 0; i++)
     if (!o[i].p) {
-      size_t size = log_size(rng, 40, 3300);
+      size_t size = bench_log_size(rng, 40, 3300);
       make(&o[i], size, tag++);
       live += size;
       refill--;
@@ -123,7 +118,7 @@ static void *idle_thread(void *p) {
   struct bench_obj *o = calloc(cap, sizeof *o);
   if (!o) BENCH_OOM(NAME, cap * sizeof *o);
   while (total < a->bytes && n < cap) {
-    size_t size = log_size(&rng, 16, 1 << 20);
+    size_t size = bench_log_size(&rng, 16, 1 << 20);
     make(&o[n], size, (uint32_t)n);
     total += size;
     n++;
@@ -167,7 +162,7 @@ static void *churn_thread(void *p) {
   size_t total = 0;
   int n = 0;
   while (total < (1 << 20) && n < 256) {
-    size_t size = log_size(&rng, 16, 8192);
+    size_t size = bench_log_size(&rng, 16, 8192);
     make(&o[n], size, (uint32_t)n);
     n++;
     total += size;

@@ -63,6 +63,8 @@ def workloads(scale):
          "2 threads free 1 GiB and idle: RSS 5 s later, after trim"),
         ("mem_threads", "memory", ["threads", s(1000)],
          "20,000 short threads, 4 alive, ~1 MiB each: peak RSS"),
+        ("phased", "phased", [s(1000)],
+         "a server in phases: small burst, quiet, buffers, thread waves; RSS after each"),
     ]
 
 

@@ -28,6 +28,7 @@ args_for() {
     cxx_churn) echo "20000 500 2" ;;
     memory) echo "footprint 20" ;;
     soak) echo "2 2 100" ;;
+    phased) echo "20" ;;
     *) return 1 ;;
   esac
 }
