@@ -83,25 +83,26 @@ static int find_span(const hak_superslab_t *ss, uint32_t avail, uint32_t dirty, 
 /* Take a run of units of ss for class cls (find_span) that no sweep is
  * decommitting out of the dirty word (types.h); its first unit, or -1.
  * Units that are not dirty need no atomic operation: only the owner makes
- * units dirty, and a sweep claims only dirty ones. */
+ * units dirty, and a sweep claims only dirty ones. Decommitted units among
+ * them are reported as taken back (release.c), whatever the other units of
+ * the run were. */
 static int claim_span(hak_superslab_t *ss, unsigned cls, unsigned units, bool tiny, bool same_class) {
   uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
   for (;;) {
     int u = find_span(ss, ss->free_units & ~HAK_PURGING(w), HAK_DIRTY(w), cls, units, tiny, same_class);
     if (u < 0) return -1;
     uint32_t span = span_mask((unsigned)u, units);
-    if (!(w & span)) {
-      if (atomic_load_explicit(&ss->purged, memory_order_relaxed) & span) {
-        atomic_fetch_and_explicit(&ss->purged, ~span, memory_order_relaxed);
-        hak_release_retaken(atomic_load_explicit(&ss->purged_at, memory_order_relaxed));
-      }
-      return u;
-    }
-    if (atomic_compare_exchange_weak_explicit(&ss->dirty, &w, w & ~(uint64_t)span, memory_order_acquire,
-                                              memory_order_acquire)) {
+    if (w & span) {
+      if (!atomic_compare_exchange_weak_explicit(&ss->dirty, &w, w & ~(uint64_t)span, memory_order_acquire,
+                                                 memory_order_acquire))
+        continue;
       atomic_fetch_and_explicit(&ss->aged, ~span, memory_order_relaxed);
-      return u;
     }
+    if (atomic_load_explicit(&ss->purged, memory_order_relaxed) & span) {
+      atomic_fetch_and_explicit(&ss->purged, ~span, memory_order_relaxed);
+      hak_release_retaken(atomic_load_explicit(&ss->purged_at, memory_order_relaxed));
+    }
+    return u;
   }
 }
 
