@@ -51,6 +51,13 @@ static inline size_t bench_log_size(uint64_t *s, size_t min, size_t max) {
   return (size_t)exp(log((double)min) + u * (log((double)max + 1) - log((double)min)));
 }
 
+/* Sleep ms milliseconds, whatever signals interrupt it. */
+static inline void bench_nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
 static inline double bench_now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);

@@ -51,9 +51,7 @@ static void drop(struct bench_obj *o) {
 static long rss_kib(void) { return bench_status_kib("VmRSS"); }
 
 static void nap_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
+  bench_nap_ms(ms);
   napped += (double)ms / 1000.0;
 }
 

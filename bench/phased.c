@@ -33,12 +33,6 @@ static long scaled(long n) {
   return v > 1 ? v : 1;
 }
 
-static void nap_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 /* Replace random slots of o[0..slots-1] steps times with blocks of
  * min..max bytes (log-uniform); returns the mallocs and frees done. */
 static long churn(struct bench_obj *o, long slots, long steps, size_t min, size_t max, uint64_t *rng, uint32_t *tag) {
@@ -116,7 +110,7 @@ int main(int argc, char **argv) {
   double burst_s = bench_run_threads(NAME, th, BURST_THREADS, BENCH_CLOCK_CREATE);
   long burst_rss = bench_status_kib("VmRSS");
 
-  nap_ms(1000);
+  bench_nap_ms(1000);
   long quiet_rss = bench_status_kib("VmRSS");
 
   uint64_t rng = bench_seed(seed, 100);
@@ -146,7 +140,7 @@ int main(int argc, char **argv) {
     free(burst[i].kept);
   }
   atomic_fetch_add(&ops_total, end_ops);
-  nap_ms(1000);
+  bench_nap_ms(1000);
   long end_rss = bench_status_kib("VmRSS");
 
   double busy = burst_s + buffers_s + threads_s;
