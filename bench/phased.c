@@ -1,4 +1,4 @@
-/* phased [SCALE/1000] [SEED]
+/* phased [SCALE/1000] [SEED] [TRACE_FILE]
  *
  * A server whose load changes phase, for tuning that must follow it (the
  * adaptive controller) and for the fixed profiles it is measured against.
@@ -17,9 +17,18 @@
  * Every block is filled, checked and freed (exit 3 on corruption). The
  * figure is mallocs + frees per second of the busy phases (the quiet
  * second and the end's wait left out); key=value fields give each busy
- * phase's seconds and the RSS (KiB) at the end of every phase. */
+ * phase's seconds and the RSS (KiB) at the end of every phase.
+ *
+ * TRACE_FILE: a thread samples every TRACE_MS and writes one line per sample
+ * to the file at the end: "ms phase rss_kib", and when hakmem is the
+ * allocator (found with dlsym) its knobs (docs/ace.md), BigCache bytes and
+ * free slab bytes not given back yet. The sampler itself never allocates. */
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
+#include "../include/hakmem.h"
 #include "bench.h"
 
 #define NAME "phased"
@@ -47,6 +56,70 @@ static long churn(struct bench_obj *o, long slots, long steps, size_t min, size_
     ops++;
   }
   return ops;
+}
+
+/* ---- the trace */
+
+#define TRACE_MS 20
+#define TRACE_MAX 4096
+struct sample {
+  long ms, rss_kib;
+  int phase;
+  unsigned long long knobs[hak_knob_count], bigcache_bytes, dirty_bytes;
+};
+static struct sample trace[TRACE_MAX];
+static long traced;
+static _Atomic int phase, tracing;
+static const char *const phase_names[] = {"burst", "quiet", "buffers", "threads", "end"};
+static void (*stats_get)(struct hak_stats *);
+
+static long statm_rss_kib(void) {
+  char buf[128];
+  int fd = open("/proc/self/statm", O_RDONLY);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  char *p = strchr(buf, ' ');
+  return p ? strtol(p + 1, NULL, 10) * (sysconf(_SC_PAGESIZE) / 1024) : -1;
+}
+
+static void *sampler(void *arg) {
+  (void)arg;
+  static struct hak_stats st;
+  double t0 = bench_now();
+  while (atomic_load(&tracing) && traced < TRACE_MAX) {
+    struct sample *s = &trace[traced++];
+    s->ms = (long)((bench_now() - t0) * 1000);
+    s->phase = atomic_load(&phase);
+    s->rss_kib = statm_rss_kib();
+    if (stats_get) {
+      stats_get(&st);
+      for (int k = 0; k < hak_knob_count; k++) s->knobs[k] = st.knobs[k].value;
+      s->bigcache_bytes = st.bigcache_bytes;
+      s->dirty_bytes = st.dirty_bytes;
+    }
+    bench_nap_ms(TRACE_MS);
+  }
+  return NULL;
+}
+
+static void trace_write(const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) bench_die(2, NAME ": cannot write %s", path);
+  fprintf(f, "ms phase rss_kib");
+#define KNOB_(name, doc) fprintf(f, " " #name);
+  HAK_STATS_KNOBS(KNOB_)
+#undef KNOB_
+  fprintf(f, " bigcache_bytes dirty_bytes\n");
+  for (long i = 0; i < traced; i++) {
+    const struct sample *s = &trace[i];
+    fprintf(f, "%ld %s %ld", s->ms, phase_names[s->phase], s->rss_kib);
+    for (int k = 0; k < hak_knob_count; k++) fprintf(f, " %llu", s->knobs[k]);
+    fprintf(f, " %llu %llu\n", s->bigcache_bytes, s->dirty_bytes);
+  }
+  fclose(f);
 }
 
 static long drop_all(struct bench_obj *o, long n) {
@@ -95,10 +168,16 @@ static void *wave_thread(void *p) {
 }
 
 int main(int argc, char **argv) {
-  bench_usage_if(argc > 3 || bench_help(argc, argv), NAME " [SCALE/1000] [SEED]");
+  bench_usage_if(argc > 4 || bench_help(argc, argv), NAME " [SCALE/1000] [SEED] [TRACE_FILE]");
   scale = (double)bench_arg(argc, argv, 1, 1000) / 1000.0;
   seed = (uint64_t)bench_arg(argc, argv, 2, 42);
   bench_usage_if(scale <= 0, NAME ": SCALE must be > 0");
+  pthread_t sampler_id;
+  if (argc > 3) {
+    *(void **)&stats_get = dlsym(RTLD_DEFAULT, "hak_stats_get");
+    atomic_store(&tracing, 1);
+    if (pthread_create(&sampler_id, NULL, sampler, NULL)) bench_die(2, NAME ": cannot start the sampler");
+  }
 
   enum { BURST_THREADS = 2, WAVES = 2, WAVE_THREADS = 8 };
   struct burst_arg burst[BURST_THREADS];
@@ -110,9 +189,11 @@ int main(int argc, char **argv) {
   double burst_s = bench_run_threads(NAME, th, BURST_THREADS, BENCH_CLOCK_CREATE);
   long burst_rss = bench_status_kib("VmRSS");
 
+  atomic_store(&phase, 1);
   bench_nap_ms(1000);
   long quiet_rss = bench_status_kib("VmRSS");
 
+  atomic_store(&phase, 2);
   uint64_t rng = bench_seed(seed, 100);
   long slots = scaled(500);
   struct bench_obj *buf = calloc((size_t)slots, sizeof *buf);
@@ -126,6 +207,7 @@ int main(int argc, char **argv) {
   atomic_fetch_add(&ops_total, ops);
   long buffers_rss = bench_status_kib("VmRSS");
 
+  atomic_store(&phase, 3);
   double threads_s = 0;
   for (int w = 0; w < WAVES; w++) {
     for (int i = 0; i < WAVE_THREADS; i++)
@@ -134,6 +216,7 @@ int main(int argc, char **argv) {
   }
   long threads_rss = bench_status_kib("VmRSS");
 
+  atomic_store(&phase, 4);
   long end_ops = 0;
   for (int i = 0; i < BURST_THREADS; i++) {
     end_ops += drop_all(burst[i].kept, burst[i].kept_n);
@@ -143,6 +226,11 @@ int main(int argc, char **argv) {
   bench_nap_ms(1000);
   long end_rss = bench_status_kib("VmRSS");
 
+  if (argc > 3) {
+    atomic_store(&tracing, 0);
+    pthread_join(sampler_id, NULL);
+    trace_write(argv[3]);
+  }
   double busy = burst_s + buffers_s + threads_s;
   printf(NAME ": burst_s=%.3f burst_rss_kib=%ld quiet_rss_kib=%ld buffers_s=%.3f buffers_rss_kib=%ld "
               "threads_s=%.3f threads_rss_kib=%ld end_rss_kib=%ld peak_rss_kib=%ld = %.0f ops/s\n",

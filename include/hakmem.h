@@ -47,7 +47,7 @@ int    hak_trim(void);
  * HAKMEM_PROFILE picks a coherent set of defaults that individual options
  * override. A bad value prints one warning line and the default is used. */
 typedef enum hak_option_e {
-  hak_option_profile,               /* HAK_PROFILE_FAST / _BALANCED / _LEAN */
+  hak_option_profile,               /* HAK_PROFILE_FAST / _BALANCED / _LEAN / _AUTO */
   hak_option_stats,                 /* 0 off, 1 text report at exit, 2 JSON */
   hak_option_stats_file,            /* string: where the report goes (stderr) */
   hak_option_route_banner,          /* 1: describe the configuration at start-up */
@@ -61,10 +61,11 @@ typedef enum hak_option_e {
   hak_option_bigcache_max_block,    /* largest block the BigCache keeps */
   hak_option_bigcache_delay_ms,     /* how long a freed large block stays cached */
   hak_option_background_purge,      /* 1: a background thread returns memory when delays pass */
+  hak_option_ace,                   /* 1: the adaptive controller retunes the knobs below */
   hak_option_count
 } hak_option_t;
 
-enum { HAK_PROFILE_FAST = 0, HAK_PROFILE_BALANCED = 1, HAK_PROFILE_LEAN = 2 };
+enum { HAK_PROFILE_FAST = 0, HAK_PROFILE_BALANCED = 1, HAK_PROFILE_LEAN = 2, HAK_PROFILE_AUTO = 3 };
 
 long        hak_option_get(hak_option_t option);
 /* 0, or EINVAL for a value out of range. Setting the profile resets every
@@ -121,6 +122,7 @@ const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_M
   X(os_decommit_bytes, "bytes returned with madvise")                      \
   X(os_remaps, "mremap calls")                                             \
   X(purger_passes, "sweeps of the background purger")                     \
+  X(ace_periods, "periods the adaptive controller has judged")             \
   X(rss, "resident set size now, bytes")                                   \
   X(rss_peak, "peak resident set size, bytes")                             \
   X(allocs, "blocks allocated, all tiers")                                 \
@@ -129,12 +131,34 @@ const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_M
   X(counted, "1 if every allocation and free is counted (STAT=2)")         \
   X(balanced, "1 if allocations = frees + live blocks (when counted)")
 
+/* The adaptive controller's knobs (docs/ace.md), in the order of knobs[]:
+ * what each one is now, where it started (its option's value), the range
+ * it may move in, and how often it moved up and down. */
+#define HAK_STATS_KNOBS(X)                                                        \
+  X(purge_delay_ms, "milliseconds before free slab pages go back to the OS")     \
+  X(bigcache_delay_ms, "milliseconds a freed large block stays in the BigCache") \
+  X(bigcache_budget, "bytes of freed large blocks the BigCache may keep")
+
+#define HAK_STATS_KNOB_FIELDS(X)                                           \
+  X(value, "the knob's value now")                                         \
+  X(start, "its value at start-up: its option's")                          \
+  X(min, "the least it may take")                                          \
+  X(max, "the most it may take")                                           \
+  X(ups, "steps up (memory given back was soon needed again)")             \
+  X(downs, "steps down (no such sign for the hold time)")
+
+#define HAK_KNOB_ENUM_(name, doc) hak_knob_##name,
+enum hak_knob_e { HAK_STATS_KNOBS(HAK_KNOB_ENUM_) hak_knob_count };
+#undef HAK_KNOB_ENUM_
+
 #define HAK_STATS_FIELD_(name, doc) unsigned long long name;
 struct hak_class_stats { HAK_STATS_CLASS_FIELDS(HAK_STATS_FIELD_) };
 struct hak_tier_stats { HAK_STATS_TIER_FIELDS(HAK_STATS_FIELD_) };
+struct hak_knob_stats { HAK_STATS_KNOB_FIELDS(HAK_STATS_FIELD_) };
 struct hak_stats {
   struct hak_class_stats classes[HAK_STATS_CLASSES];
   struct hak_tier_stats tiny, mid, large;
+  struct hak_knob_stats knobs[hak_knob_count];
   HAK_STATS_GLOBAL_FIELDS(HAK_STATS_FIELD_)
 };
 #undef HAK_STATS_FIELD_

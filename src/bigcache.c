@@ -8,10 +8,12 @@
  * without touching memory it does not own yet; a single compare-and-swap
  * takes it. A request is served from its own bin or the next ones up to
  * twice its size, never by cutting a bigger mapping (that would cost a
- * munmap now and a mapping later). Entries expire after BIGCACHE_DELAY_MS
- * (lengthened with the purge delay, release.c);
+ * munmap now and a mapping later). Entries expire after BIGCACHE_DELAY_MS;
  * at most BIGCACHE_BUDGET bytes are kept, in blocks of at most
- * BIGCACHE_MAX_BLOCK. */
+ * BIGCACHE_MAX_BLOCK. The adaptive controller (ace.c) lengthens the delay
+ * while blocks are mapped anew soon after entries expired, and raises the
+ * budget while freed blocks are refused for lack of it and others mapped
+ * anew. */
 #include "internal.h"
 
 #define SIZE_BITS_MASK ((uintptr_t)HAK_SS_MASK)
@@ -29,10 +31,11 @@ static _Atomic uint64_t slot_time[SLOTS];
 static _Atomic size_t cached_bytes;
 static _Atomic int cached;
 static _Atomic uint64_t next_expiry;   /* ms, earliest expiry of an entry (may be early), 0: none */
+static _Atomic uint64_t expired_at;    /* ms, when entries last expired */
 
-/* BIGCACHE_DELAY_MS, lengthened while the program takes back memory soon
- * after it went to the OS (release.c) */
-static uint64_t delay(void) { return hak_release_scaled((uint64_t)hak_opt(hak_option_bigcache_delay_ms)); }
+#define REGRET_WINDOW 4   /* delays after an expiry in which a new mapping is a sign the delay is short */
+
+static uint64_t delay(void) { return (uint64_t)hak_ace_value(hak_knob_bigcache_delay_ms); }
 
 static size_t slot_size(uintptr_t v) { return (v & SIZE_BITS_MASK) << PAGE_SHIFT; }
 
@@ -64,8 +67,9 @@ static void expiry_at_most(uint64_t when) {
 bool hak_bigcache_put(hak_large_t *hdr) {
   size_t size = hdr->map_size;
   if (size > (size_t)hak_opt(hak_option_bigcache_max_block) || size <= HAK_MID_MAX) return false;
-  if (atomic_fetch_add(&cached_bytes, size) + size > (size_t)hak_opt(hak_option_bigcache_budget)) {
+  if (atomic_fetch_add(&cached_bytes, size) + size > (size_t)hak_ace_value(hak_knob_bigcache_budget)) {
     atomic_fetch_sub(&cached_bytes, size);
+    hak_ace_sign(HAK_ACE_BIGCACHE_REFUSED);
     return false;
   }
   uint64_t now = hak_os_now_ms();
@@ -89,7 +93,7 @@ bool hak_bigcache_put(hak_large_t *hdr) {
 
 /* A cached mapping of at least min_size bytes and at most twice that: from
  * the bin of min_size's mapping size up, the first one found. */
-hak_large_t *hak_bigcache_take(size_t min_size) {
+static hak_large_t *lookup(size_t min_size) {
   if (!atomic_load_explicit(&cached, memory_order_relaxed)) return NULL;
   unsigned first = bin_of(min_size);
   unsigned last = first + 8 < BINS ? first + 8 : BINS;
@@ -99,6 +103,16 @@ hak_large_t *hak_bigcache_take(size_t min_size) {
     hak_large_t *hdr = slot_take(i, v);
     if (hdr) return hdr;
   }
+  return NULL;
+}
+
+/* The same, and on a miss the signs the adaptive controller reads. */
+hak_large_t *hak_bigcache_take(size_t min_size) {
+  hak_large_t *hdr = lookup(min_size);
+  if (hdr) return hdr;
+  hak_ace_sign(HAK_ACE_BIGCACHE_MISSED);
+  uint64_t expired = atomic_load_explicit(&expired_at, memory_order_relaxed);
+  if (expired && hak_os_now_ms() - expired <= REGRET_WINDOW * delay()) hak_ace_sign(HAK_ACE_EXPIRED_MISSED);
   return NULL;
 }
 
@@ -119,7 +133,10 @@ uint64_t hak_bigcache_tick(void) {
       continue;
     }
     hak_large_t *hdr = slot_take(i, v);
-    if (hdr) unmap_entry(hdr);
+    if (hdr) {
+      unmap_entry(hdr);
+      atomic_store_explicit(&expired_at, now, memory_order_relaxed);
+    }
   }
   return atomic_load_explicit(&next_expiry, memory_order_relaxed);
 }

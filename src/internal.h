@@ -43,7 +43,7 @@ typedef enum { HAK_OPT_INT, HAK_OPT_SIZE, HAK_OPT_BOOL, HAK_OPT_CHOICE, HAK_OPT_
 typedef struct hak_option_desc_s {
   const char *name;            /* HAKMEM_<name> */
   hak_option_kind_t kind;
-  long defaults[3];            /* per profile: fast, balanced, lean */
+  long defaults[4];            /* per profile: fast, balanced, lean, auto */
   long min, max;
   const char *choices;         /* HAK_OPT_CHOICE: "a|b|c", value = index */
   const char *doc;
@@ -133,12 +133,39 @@ void hak_release_abandoned_due(uint64_t when);
 uint64_t hak_release_abandoned(uint64_t now);
 void     hak_release_retaken(uint64_t purged_at);
 uint64_t hak_release_delay(void);   /* the purge delay now, ms */
-uint64_t hak_release_scaled(uint64_t base_ms);   /* a delay lengthened as the purge delay is */
 uint64_t hak_release_sweep_all(bool force, int *released);
 void     hak_release_forget_sweeps(void);   /* in a forked child */
 uint64_t hak_release_dirty_bytes(void);     /* free units of the arena not decommitted */
 /* The earlier of two deadlines, 0 standing for none. */
 HAK_INLINE uint64_t hak_deadline_min(uint64_t a, uint64_t b) { return !a ? b : !b ? a : a < b ? a : b; }
+
+/* ---- ace.c: the adaptive controller */
+typedef enum {
+  HAK_ACE_RETAKEN,            /* slab units taken back soon after a sweep decommitted them */
+  HAK_ACE_EXPIRED_MISSED,     /* a large allocation mapped anew soon after BigCache entries expired */
+  HAK_ACE_BIGCACHE_REFUSED,   /* a freed large block the BigCache had no budget left for */
+  HAK_ACE_BIGCACHE_MISSED,    /* a large allocation the BigCache could not serve */
+  HAK_ACE_SIGNS
+} hak_ace_sign_t;
+typedef struct hak_ace_knob_s {
+  _Atomic long value;       /* read where the knob applies */
+  long start, min, max;
+  uint64_t quiet_since;     /* ms: the last sign of regret, or the last step down */
+  uint64_t last_up, last_down;   /* ms of the last steps, 0: none */
+  uint64_t undone_before;   /* ms: a step up before this undoes the last step down */
+  uint32_t backoff;         /* doublings of the hold after reversals */
+  uint64_t ups, downs;      /* steps taken */
+} hak_ace_knob_t;
+void hak_ace_knob_init(hak_ace_knob_t *k, long start, long max, uint64_t now);
+/* One period's decision: +1 up, -1 down, 0 none. regret: the period saw a
+ * sign that the knob is too small; up_gap_ms: the least time between steps
+ * up; scale_ms: the knob's timescale, which sets its hold. */
+int  hak_ace_knob_step(hak_ace_knob_t *k, uint64_t now, bool regret, uint64_t up_gap_ms, uint64_t scale_ms);
+long hak_ace_value(enum hak_knob_e knob);
+void hak_ace_sign(hak_ace_sign_t sign);
+void hak_ace_restart(void);
+void hak_ace_poll(void);
+void hak_ace_stats(struct hak_stats *st);
 
 /* ---- purger.c: the background purge thread */
 enum { PURGER_NONE, PURGER_WANTED, PURGER_STARTING, PURGER_RUNNING };

@@ -15,37 +15,40 @@
 #define G (1024L * 1024L * 1024L)
 #define MINUTE_MS 60000L
 
-/*            name, kind, {fast, balanced, lean}, min, max, choices, doc */
+/*            name, kind, {fast, balanced, lean, auto}, min, max, choices, doc */
 static const hak_option_desc_t table[hak_option_count] = {
-  [hak_option_profile] = {"PROFILE", HAK_OPT_CHOICE, {1, 1, 1}, 0, 2, "fast|balanced|lean",
-                          "coherent defaults: fast favours speed, lean memory, balanced both"},
-  [hak_option_stats] = {"STATS", HAK_OPT_CHOICE, {0, 0, 0}, 0, 2, "0|1|json",
+  [hak_option_profile] = {"PROFILE", HAK_OPT_CHOICE, {1, 1, 1, 1}, 0, 3, "fast|balanced|lean|auto",
+                          "coherent defaults: fast favours speed, lean memory, balanced both; auto starts lean and adapts"},
+  [hak_option_stats] = {"STATS", HAK_OPT_CHOICE, {0, 0, 0, 0}, 0, 2, "0|1|json",
                         "print statistics at exit: 1 as text, json as one JSON object"},
-  [hak_option_stats_file] = {"STATS_FILE", HAK_OPT_STRING, {0, 0, 0}, 0, 0, NULL,
+  [hak_option_stats_file] = {"STATS_FILE", HAK_OPT_STRING, {0, 0, 0, 0}, 0, 0, NULL,
                              "file the statistics go to instead of stderr"},
-  [hak_option_route_banner] = {"ROUTE_BANNER", HAK_OPT_BOOL, {0, 0, 0}, 0, 1, NULL,
+  [hak_option_route_banner] = {"ROUTE_BANNER", HAK_OPT_BOOL, {0, 0, 0, 0}, 0, 1, NULL,
                                "describe the configuration on stderr at start-up"},
-  [hak_option_cache_bytes] = {"CACHE_BYTES", HAK_OPT_SIZE, {128 * K, 64 * K, 16 * K}, 1 * K, 64 * M, NULL,
+  [hak_option_cache_bytes] = {"CACHE_BYTES", HAK_OPT_SIZE, {128 * K, 64 * K, 16 * K, 64 * K}, 1 * K, 64 * M, NULL,
                               "unified cache budget per size class and thread, in bytes"},
-  [hak_option_cache_max] = {"CACHE_MAX", HAK_OPT_INT, {256, 128, 32}, 2, 4096, NULL,
+  [hak_option_cache_max] = {"CACHE_MAX", HAK_OPT_INT, {256, 128, 32, 128}, 2, 4096, NULL,
                             "most blocks one size class's unified cache holds"},
-  [hak_option_cache_min] = {"CACHE_MIN", HAK_OPT_INT, {16, 8, 2}, 1, 64, NULL,
+  [hak_option_cache_min] = {"CACHE_MIN", HAK_OPT_INT, {16, 8, 2, 8}, 1, 64, NULL,
                             "blocks every size class's unified cache may hold, however large they are"},
-  [hak_option_purge_delay_ms] = {"PURGE_DELAY_MS", HAK_OPT_INT, {1000, 100, 20}, 0, 60 * MINUTE_MS, NULL,
+  [hak_option_purge_delay_ms] = {"PURGE_DELAY_MS", HAK_OPT_INT, {1000, 100, 20, 20}, 0, 60 * MINUTE_MS, NULL,
                                  "milliseconds before the pages of empty slabs go back to the OS"},
-  [hak_option_keep_empty_superslabs] = {"KEEP_EMPTY_SUPERSLABS", HAK_OPT_INT, {4, 2, 0}, 0, 1024, NULL,
+  [hak_option_keep_empty_superslabs] = {"KEEP_EMPTY_SUPERSLABS", HAK_OPT_INT, {4, 2, 0, 2}, 0, 1024, NULL,
                                         "wholly empty SuperSlabs a thread keeps for reuse"},
-  [hak_option_shared_pool_slots] = {"SHARED_POOL_SLOTS", HAK_OPT_INT, {64, 64, 8}, 0, HAK_SHARED_POOL_SLOTS, NULL,
+  [hak_option_shared_pool_slots] = {"SHARED_POOL_SLOTS", HAK_OPT_INT, {64, 64, 8, 64}, 0, HAK_SHARED_POOL_SLOTS, NULL,
                                     "empty SuperSlabs kept decommitted for any thread (more are unmapped)"},
-  [hak_option_bigcache_budget] = {"BIGCACHE_BUDGET", HAK_OPT_SIZE, {1 * G, 128 * M, 16 * M}, 0, 64 * G, NULL,
+  [hak_option_bigcache_budget] = {"BIGCACHE_BUDGET", HAK_OPT_SIZE, {1 * G, 128 * M, 16 * M, 16 * M}, 0, 64 * G, NULL,
                                   "bytes of freed large blocks the BigCache keeps mapped"},
-  [hak_option_bigcache_max_block] = {"BIGCACHE_MAX_BLOCK", HAK_OPT_SIZE, {256 * M, 64 * M, 4 * M}, 0, 4 * G, NULL,
+  [hak_option_bigcache_max_block] = {"BIGCACHE_MAX_BLOCK", HAK_OPT_SIZE, {256 * M, 64 * M, 4 * M, 64 * M}, 0, 4 * G, NULL,
                                      "largest freed block the BigCache keeps"},
-  [hak_option_bigcache_delay_ms] = {"BIGCACHE_DELAY_MS", HAK_OPT_INT, {5000, 1000, 100}, 0, 60 * MINUTE_MS, NULL,
-                                    "milliseconds a freed large block stays in the BigCache (longer, as PURGE_DELAY_MS, while freed memory is soon taken back)"},
-  [hak_option_background_purge] = {"BACKGROUND_PURGE", HAK_OPT_BOOL, {1, 1, 1}, 0, 1, NULL,
+  [hak_option_bigcache_delay_ms] = {"BIGCACHE_DELAY_MS", HAK_OPT_INT, {5000, 1000, 100, 100}, 0, 60 * MINUTE_MS, NULL,
+                                    "milliseconds a freed large block stays in the BigCache (longer while blocks are mapped anew soon after entries expired)"},
+  [hak_option_background_purge] = {"BACKGROUND_PURGE", HAK_OPT_BOOL, {1, 1, 1, 1}, 0, 1, NULL,
                                    "a background thread returns free memory to the OS when its delay passes, "
                                    "also of threads that sleep (started on first need)"},
+  [hak_option_ace] = {"ACE", HAK_OPT_BOOL, {1, 1, 1, 1}, 0, 1, NULL,
+                      "the adaptive controller lengthens delays and budgets while freed memory is soon needed again "
+                      "(docs/ace.md)"},
 };
 
 long hak_option_values[hak_option_count];
@@ -226,6 +229,7 @@ void hak_options_init(void) {
     if (option < 0) warn_unknown(*e);
     else if (option != hak_option_profile) set_from_env((hak_option_t)option, value);
   }
+  hak_ace_restart();
 }
 
 /* ---- public API */
@@ -243,6 +247,7 @@ HAK_EXPORT int hak_option_set(hak_option_t option, long value) {
   hak_option_values[option] = value;
   explicitly_set[option] = true;
   if (option == hak_option_profile) apply_profile();
+  hak_ace_restart();
   return 0;
 }
 

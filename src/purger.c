@@ -35,6 +35,7 @@ static uint64_t purge_pass(void) {
   uint64_t next = hak_release_sweep_all(false, &released);
   uint64_t abandoned = hak_release_abandoned(hak_os_now_ms());
   uint64_t big = hak_bigcache_tick();
+  hak_ace_poll();
   atomic_fetch_add_explicit(&passes, 1, memory_order_relaxed);
   return hak_deadline_min(hak_deadline_min(next, abandoned), big);
 }

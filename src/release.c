@@ -16,7 +16,8 @@
  * Deadlines are checked on the slow paths, never on the fast paths. */
 #include "internal.h"
 
-#define REMOTE_COLLECT_EVERY 64   /* slow-path visits between sweeps of inboxes and batches */
+#define REMOTE_COLLECT_EVERY 64   /* slow-path visits between sweeps of inboxes and batches
+                                     (and visits to the adaptive controller) */
 
 static _Atomic uint64_t abandoned_due;   /* earliest purge deadline of an abandoned heap */
 
@@ -27,44 +28,20 @@ void hak_release_abandoned_due(uint64_t when) {
   hak_purger_notify();
 }
 
-/* The delay adapts to the program: PURGE_DELAY_MS << shift. A unit taken
- * back within RETAKEN_WINDOW delays of its decommit was returned too early
- * (its pages fault in again): the delay doubles, at most once per delay
- * and up to MAX_SHIFT doublings; after QUIET_DELAYS delays without such a
- * unit it halves again. */
-#define MAX_SHIFT 6
+/* The purge delay now: PURGE_DELAY_MS, lengthened by the adaptive
+ * controller (ace.c) while units are taken back within RETAKEN_WINDOW
+ * delays of their decommit (their pages fault in again). */
 #define RETAKEN_WINDOW 4
-#define QUIET_DELAYS 16
-static _Atomic uint32_t delay_shift;
-static _Atomic uint64_t last_retaken;   /* ms */
 
-uint64_t hak_release_scaled(uint64_t base_ms) {
-  return base_ms << atomic_load_explicit(&delay_shift, memory_order_relaxed);
-}
-
-uint64_t hak_release_delay(void) { return hak_release_scaled((uint64_t)hak_opt(hak_option_purge_delay_ms)); }
+uint64_t hak_release_delay(void) { return (uint64_t)hak_ace_value(hak_knob_purge_delay_ms); }
 
 void hak_release_retaken(uint64_t purged_at) {
-  uint64_t now = hak_os_now_ms(), delay = hak_release_delay();
-  if (now - purged_at > RETAKEN_WINDOW * delay) return;
-  uint64_t last = atomic_load_explicit(&last_retaken, memory_order_relaxed);
-  if (now - last < delay || !atomic_compare_exchange_strong(&last_retaken, &last, now)) return;
-  uint32_t shift = atomic_load_explicit(&delay_shift, memory_order_relaxed);
-  if (shift < MAX_SHIFT) atomic_compare_exchange_strong(&delay_shift, &shift, shift + 1);
+  if (hak_os_now_ms() - purged_at <= RETAKEN_WINDOW * hak_release_delay()) hak_ace_sign(HAK_ACE_RETAKEN);
 }
 
 /* Deadlines come every half delay; a unit goes at the second one it sees
  * dirty (types.h). */
-static uint64_t purge_deadline(uint64_t now) {
-  uint64_t delay = hak_release_delay();
-  uint32_t shift = atomic_load_explicit(&delay_shift, memory_order_relaxed);
-  if (shift && now - atomic_load_explicit(&last_retaken, memory_order_relaxed) > QUIET_DELAYS * delay &&
-      atomic_compare_exchange_strong(&delay_shift, &shift, shift - 1)) {
-    atomic_store_explicit(&last_retaken, now, memory_order_relaxed);
-    delay /= 2;
-  }
-  return now + delay / 2;
-}
+static uint64_t purge_deadline(uint64_t now) { return now + hak_release_delay() / 2; }
 
 /* Called by the owner after it made units of ss dirty (or emptied it). */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
@@ -203,6 +180,7 @@ void hak_release_tick(hak_heap_t *h) {
   if (++h->ticks % REMOTE_COLLECT_EVERY == 0) {
     hak_heap_collect_all(h);
     hak_remote_flush_all(h);
+    hak_ace_poll();
   }
   uint64_t abandoned = atomic_load_explicit(&abandoned_due, memory_order_relaxed);
   if (h->purge_at || abandoned) {

@@ -104,6 +104,7 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
   st->os_decommit_bytes = os.decommit_bytes;
   st->os_remaps = os.remaps;
   st->purger_passes = hak_purger_passes();
+  hak_ace_stats(st);
   char status[4096];
   if (hak_os_read_file("/proc/self/status", status, sizeof status) > 0) {
     st->rss = proc_status_kib(status, "VmRSS:") * 1024;
@@ -142,7 +143,10 @@ static void subtract_baseline(struct hak_stats *st) {
 #define EVENT_(name) st->name -= b->name;
   EVENT_(bigcache_hits) EVENT_(bigcache_misses) EVENT_(os_maps) EVENT_(os_map_bytes) EVENT_(os_unmaps)
   EVENT_(os_unmap_bytes) EVENT_(os_decommits) EVENT_(os_decommit_bytes) EVENT_(os_remaps) EVENT_(purger_passes)
-  EVENT_(allocs) EVENT_(frees)
+  EVENT_(allocs) EVENT_(frees) EVENT_(ace_periods)
+  for (unsigned i = 0; i < hak_knob_count; i++) {
+    EVENT_(knobs[i].ups) EVENT_(knobs[i].downs)
+  }
 #undef EVENT_
 }
 
@@ -162,6 +166,9 @@ HAK_EXPORT void hak_stats_reset(void) {
 /* ---- reports */
 
 static const char *const tier_names[3] = {"tiny", "mid", "large"};
+#define KNOB_NAME_(name, doc) #name,
+static const char *const knob_names[hak_knob_count] = {HAK_STATS_KNOBS(KNOB_NAME_)};
+#undef KNOB_NAME_
 
 static void put_mib(hak_out_t *o, uint64_t bytes) {
   hak_out_u64(o, bytes >> 20);
@@ -237,7 +244,33 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   hak_out_u64(o, st->os_remaps);
   hak_out_str(o, ", purger ");
   hak_out_u64(o, st->purger_passes);
-  hak_out_str(o, " passes\n rss: ");
+  hak_out_str(o, " passes\n ace: ");
+  if (!hak_opt(hak_option_ace)) hak_out_str(o, "off (ACE=0), knobs fixed at their options\n");
+  else {
+    hak_out_u64(o, st->ace_periods);
+    hak_out_str(o, " periods judged; knob now (start, range, steps up / down):\n");
+  }
+  for (unsigned i = 0; hak_opt(hak_option_ace) && i < hak_knob_count; i++) {
+    const struct hak_knob_stats *k = &st->knobs[i];
+    bool bytes = i == hak_knob_bigcache_budget;
+    void (*put)(hak_out_t *, uint64_t) = bytes ? hak_out_size : hak_out_u64;
+    hak_out_str(o, "   ");
+    hak_out_str(o, knob_names[i]);
+    hak_out_str(o, " ");
+    put(o, k->value);
+    hak_out_str(o, " (");
+    put(o, k->start);
+    hak_out_str(o, ", ");
+    put(o, k->min);
+    hak_out_str(o, "..");
+    put(o, k->max);
+    hak_out_str(o, ", ");
+    hak_out_u64(o, k->ups);
+    hak_out_str(o, " / ");
+    hak_out_u64(o, k->downs);
+    hak_out_str(o, ")\n");
+  }
+  hak_out_str(o, " rss: ");
   put_mib(o, st->rss);
   hak_out_str(o, " now, ");
   put_mib(o, st->rss_peak);
@@ -295,6 +328,18 @@ static void print_json(hak_out_t *o, const struct hak_stats *st) {
     first = true;
 #define FIELD_(name, doc) json_field(o, #name, t->name, &first);
     HAK_STATS_TIER_FIELDS(FIELD_)
+#undef FIELD_
+    hak_out_str(o, "}");
+  }
+  hak_out_str(o, "},\"knobs\":{");
+  for (unsigned i = 0; i < hak_knob_count; i++) {
+    const struct hak_knob_stats *k = &st->knobs[i];
+    hak_out_str(o, i ? ",\"" : "\"");
+    hak_out_str(o, knob_names[i]);
+    hak_out_str(o, "\":{");
+    first = true;
+#define FIELD_(name, doc) json_field(o, #name, k->name, &first);
+    HAK_STATS_KNOB_FIELDS(FIELD_)
 #undef FIELD_
     hak_out_str(o, "}");
   }

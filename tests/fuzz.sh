@@ -14,7 +14,7 @@ BUILD=${BUILD:-build}
 FUZZ=$BUILD/test/fuzz
 profiles=${1:-all}
 arenas=${2:-all}
-[ "$profiles" = all ] && profiles="fast balanced lean"
+[ "$profiles" = all ] && profiles="fast balanced lean auto"
 [ "$arenas" = all ] && arenas="arena noarena"
 export FUZZ_OPS=${FUZZ_OPS:-1e7}
 status=0

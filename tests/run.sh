@@ -105,9 +105,9 @@ if [ "$programs" -eq 0 ]; then
 fi
 
 # The fuzzer: 2M operations under each profile, with and without the arena
-# (12M in all), each with a new seed that its log names; then proof that it
+# (16M in all), each with a new seed that its log names; then proof that it
 # fails on planted bugs.
-for p in fast balanced lean; do
+for p in fast balanced lean auto; do
   for a in arena noarena; do
     name=fuzz_${p}_$a
     start=$SECONDS

@@ -290,7 +290,7 @@ static void test_bigcache_expiry(void) {
   free(a);
   CHECK(hak_registry_kind(a_at) == HAK_REG_LARGE, "freed large block not kept in the BigCache");
   for (int waited = 0; waited < 100 && hak_registry_kind(a_at) != HAK_REG_FOREIGN; waited++) {
-    usleep((useconds_t)hak_release_scaled(30) * 1000 / 4 + 20000);
+    usleep((useconds_t)hak_ace_value(hak_knob_bigcache_delay_ms) * 1000 / 4 + 20000);
     char *b = malloc(300000); /* the large path runs the BigCache tick first */
     escape(b);
     free(b);

@@ -39,8 +39,8 @@ static void test_defaults_and_profiles(void) {
   const char *none[] = {NULL};
   run_child(none);
   CHECK(err[0] == 0, "stderr not empty without options: %s", err);
-  static const char *const names[] = {"fast", "balanced", "lean"};
-  for (int prof = 0; prof < 3; prof++) {
+  static const char *const names[] = {"fast", "balanced", "lean", "auto"};
+  for (int prof = 0; prof < 4; prof++) {
     char env[64];
     snprintf(env, sizeof env, "HAKMEM_PROFILE=%s", names[prof]);
     const char *e[] = {env, NULL};
@@ -91,7 +91,7 @@ struct bad_case {
 
 static void test_invalid_values(void) {
   static const struct bad_case cases[] = {
-    {"HAKMEM_PROFILE=turbo", "hakmem: warning: HAKMEM_PROFILE=turbo is not one of fast|balanced|lean; using balanced\n",
+    {"HAKMEM_PROFILE=turbo", "hakmem: warning: HAKMEM_PROFILE=turbo is not one of fast|balanced|lean|auto; using balanced\n",
      "PROFILE", HAK_PROFILE_BALANCED},
     {"HAKMEM_CACHE_MAX=abc", "hakmem: warning: HAKMEM_CACHE_MAX=abc is not a number; using 128\n", "CACHE_MAX", 128},
     {"HAKMEM_CACHE_MAX=100000", "hakmem: warning: HAKMEM_CACHE_MAX=100000 is out of range 2..4096; using 128\n",
@@ -140,7 +140,7 @@ static void test_api(void) {
 }
 
 /* docs/options.md has one table row per option:
- * | `NAME` | kind | fast | balanced | lean | range | description | */
+ * | `NAME` | kind | fast | balanced | lean | auto | range | description | */
 static void test_docs_agree(void) {
   FILE *f = fopen("docs/options.md", "r");
   CHECK(f != NULL, "docs/options.md missing");
@@ -151,9 +151,9 @@ static void test_docs_agree(void) {
   char line[1024];
   while (fgets(line, sizeof line, f)) {
     if (strncmp(line, "| `", 3) != 0) continue;
-    char cell[8][256];
+    char cell[9][256];
     int n = 0;
-    for (char *p = line + 1; n < 8 && *p && *p != '\n'; n++) {   /* split on unescaped | */
+    for (char *p = line + 1; n < 9 && *p && *p != '\n'; n++) {   /* split on unescaped | */
       char *w = cell[n], *end = cell[n] + sizeof cell[n] - 1;
       while (*p == ' ') p++;
       for (; *p && *p != '\n' && *p != '|' && w < end; p++) {
@@ -172,12 +172,12 @@ static void test_docs_agree(void) {
       snprintf(want, sizeof want, "`HAKMEM_%s`", hak_option_name((hak_option_t)i));
       if (strcmp(cell[0], want) == 0) opt = i;
     }
-    CHECK(opt >= 0 && n == 7, "docs row names no option or has %d cells: %s", n, cell[0]);
-    if (opt < 0 || n != 7) continue;
+    CHECK(opt >= 0 && n == 8, "docs row names no option or has %d cells: %s", n, cell[0]);
+    if (opt < 0 || n != 8) continue;
     seen[opt] = true;
     const hak_option_desc_t *d = hak_option_desc((hak_option_t)opt);
     CHECK(strcmp(cell[1], kinds[d->kind]) == 0, "%s: docs kind %s", d->name, cell[1]);
-    for (int prof = 0; prof < 3; prof++) {
+    for (int prof = 0; prof < 4; prof++) {
       char want[300] = "";
       if (d->kind != HAK_OPT_STRING) {
         hak_out_t o;
@@ -205,8 +205,8 @@ static void test_docs_agree(void) {
       o.buf[o.n] = 0;
       snprintf(range, sizeof range, "%s", o.buf);
     }
-    CHECK(strcmp(cell[5], range) == 0, "%s: docs range %s, table %s", d->name, cell[5], range);
-    CHECK(strcmp(cell[6], d->doc) == 0, "%s: docs description \"%s\", table \"%s\"", d->name, cell[6], d->doc);
+    CHECK(strcmp(cell[6], range) == 0, "%s: docs range %s, table %s", d->name, cell[6], range);
+    CHECK(strcmp(cell[7], d->doc) == 0, "%s: docs description \"%s\", table \"%s\"", d->name, cell[7], d->doc);
   }
   fclose(f);
   CHECK(rows == hak_option_count, "docs has %d option rows, the table %d", rows, (int)hak_option_count);

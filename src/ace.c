@@ -1,0 +1,148 @@
+/* ACE, the adaptive controller: it watches signs, counted on slow paths
+ * only, that memory hakmem gave back was needed again soon after, and moves
+ * the knobs that decide how long free memory is kept (docs/ace.md).
+ *
+ * The objective: hold as little free memory as possible, except where
+ * giving it back costs time. Each knob starts at its option's value, the
+ * profile's, which is the least memory it will ever keep; a sign of regret
+ * (memory given back and then taken again, at the price of system calls
+ * and page faults) doubles it, at most once per its own timescale and up to
+ * a bound; a hold time without any such sign halves it again. The hold
+ * doubles after each reversal (a step down soon undone by a step up), up to
+ * MAX_BACKOFF times, so a program that needs memory back at regular
+ * intervals keeps it instead of making the knob swing; it shrinks again
+ * after steps down that were not undone.
+ *
+ * The controller runs at most once per PERIOD_MS, from the slow paths
+ * (hak_release_tick) and from the background purger, never from a fast
+ * path. Knob values are read with relaxed loads wherever they are used. */
+#include "internal.h"
+
+#define PERIOD_MS 50
+#define QUIET_SCALES 16   /* the hold: this many of the knob's timescales without a sign */
+#define MAX_BACKOFF 4
+#define REVERSAL_HOLDS 16 /* a step up within this many holds of a step down undoes it */
+
+/* ---- one knob's decision (pure: unit-tested on synthetic signs) */
+
+/* Start (again) at start, bounded by max; the counts of steps stay. */
+void hak_ace_knob_init(hak_ace_knob_t *k, long start, long max, uint64_t now) {
+  atomic_store_explicit(&k->value, start, memory_order_relaxed);
+  k->start = k->min = start;
+  k->max = max > start ? max : start;
+  k->quiet_since = now;
+  k->last_up = k->last_down = 0;
+  k->backoff = 0;
+}
+
+/* The hold before a step down: QUIET_SCALES timescales, doubled per backoff. */
+static uint64_t hold_ms(const hak_ace_knob_t *k, uint64_t scale_ms) {
+  if (scale_ms < PERIOD_MS) scale_ms = PERIOD_MS;
+  return (QUIET_SCALES * scale_ms) << k->backoff;
+}
+
+int hak_ace_knob_step(hak_ace_knob_t *k, uint64_t now, bool regret, uint64_t up_gap_ms, uint64_t scale_ms) {
+  long v = atomic_load_explicit(&k->value, memory_order_relaxed);
+  if (regret) {
+    k->quiet_since = now;
+    if (v >= k->max || (k->last_up && now - k->last_up < up_gap_ms)) return 0;
+    if (k->last_down > k->last_up && now < k->undone_before && k->backoff < MAX_BACKOFF)
+      k->backoff++;   /* a reversal: the last step down was wrong */
+    atomic_store_explicit(&k->value, v > k->max / 2 ? k->max : 2 * v, memory_order_relaxed);
+    k->last_up = now;
+    k->ups++;
+    return 1;
+  }
+  uint64_t hold = hold_ms(k, scale_ms);
+  if (v <= k->min || now - k->quiet_since < hold) return 0;
+  if (k->last_down > k->last_up && k->backoff) k->backoff--;   /* two steps down in a row */
+  atomic_store_explicit(&k->value, v / 2 < k->min ? k->min : v / 2, memory_order_relaxed);
+  k->quiet_since = k->last_down = now;
+  k->undone_before = now + ((hold >> k->backoff) << MAX_BACKOFF);
+  k->downs++;
+  return -1;
+}
+
+/* ---- the knobs of the allocator */
+
+/* Doublings above its start each knob may take, per profile (fast,
+ * balanced, lean, auto): the fixed profiles stretch only their delays;
+ * auto starts lean and may grow its BigCache to fast's 1 GiB. */
+static const struct {
+  hak_option_t option;
+  uint8_t max_shift[4];
+} knob_desc[hak_knob_count] = {
+  [hak_knob_purge_delay_ms] = {hak_option_purge_delay_ms, {6, 6, 6, 6}},
+  [hak_knob_bigcache_delay_ms] = {hak_option_bigcache_delay_ms, {6, 6, 6, 6}},
+  [hak_knob_bigcache_budget] = {hak_option_bigcache_budget, {0, 0, 0, 6}},
+};
+
+static hak_ace_knob_t knobs[hak_knob_count];
+static _Atomic uint64_t signs[HAK_ACE_SIGNS];
+static _Atomic uint64_t next_period;   /* ms */
+static _Atomic int busy;               /* 1 while a thread judges a period or restarts */
+static _Atomic uint64_t periods;
+
+long hak_ace_value(enum hak_knob_e knob) { return atomic_load_explicit(&knobs[knob].value, memory_order_relaxed); }
+
+void hak_ace_sign(hak_ace_sign_t sign) { atomic_fetch_add_explicit(&signs[sign], 1, memory_order_relaxed); }
+
+static void lock(void) {
+  while (atomic_exchange_explicit(&busy, 1, memory_order_acquire)) {
+  }
+}
+
+static void unlock(void) { atomic_store_explicit(&busy, 0, memory_order_release); }
+
+/* Every knob back to its option's value, within the bounds of the profile
+ * (none with ACE=0): at init, and whenever a program sets an option. */
+void hak_ace_restart(void) {
+  lock();
+  uint64_t now = hak_os_now_ms();
+  long profile = hak_opt(hak_option_profile);
+  for (unsigned i = 0; i < hak_knob_count; i++) {
+    long start = hak_opt(knob_desc[i].option), limit = hak_option_desc(knob_desc[i].option)->max;
+    unsigned shift = hak_opt(hak_option_ace) ? knob_desc[i].max_shift[profile] : 0;
+    hak_ace_knob_init(&knobs[i], start, start > limit >> shift ? limit : start << shift, now);
+  }
+  for (unsigned i = 0; i < HAK_ACE_SIGNS; i++) atomic_store_explicit(&signs[i], 0, memory_order_relaxed);
+  atomic_store_explicit(&next_period, now + PERIOD_MS, memory_order_relaxed);
+  unlock();
+}
+
+static uint64_t taken(hak_ace_sign_t sign) { return atomic_exchange_explicit(&signs[sign], 0, memory_order_relaxed); }
+
+/* Judge one period. A delay may double once per its own length (its
+ * effect shows no sooner); the BigCache budget once per period, since
+ * refusals and new mappings in one period show its effect at once, and it
+ * relaxes on the timescale of its entries' lifetime. */
+static void judge(uint64_t now) {
+  uint64_t retaken = taken(HAK_ACE_RETAKEN), expired_missed = taken(HAK_ACE_EXPIRED_MISSED);
+  uint64_t refused = taken(HAK_ACE_BIGCACHE_REFUSED), missed = taken(HAK_ACE_BIGCACHE_MISSED);
+  uint64_t purge = (uint64_t)hak_ace_value(hak_knob_purge_delay_ms);
+  uint64_t big = (uint64_t)hak_ace_value(hak_knob_bigcache_delay_ms);
+  hak_ace_knob_step(&knobs[hak_knob_purge_delay_ms], now, retaken != 0, purge, purge);
+  hak_ace_knob_step(&knobs[hak_knob_bigcache_delay_ms], now, expired_missed != 0, big, big);
+  hak_ace_knob_step(&knobs[hak_knob_bigcache_budget], now, refused && missed, PERIOD_MS, big);
+  atomic_fetch_add_explicit(&periods, 1, memory_order_relaxed);
+}
+
+/* Judge the period just ended, if one has; called from slow paths. */
+void hak_ace_poll(void) {
+  uint64_t now = hak_os_now_ms(), due = atomic_load_explicit(&next_period, memory_order_relaxed);
+  if (now < due || !hak_opt(hak_option_ace)) return;
+  if (atomic_exchange_explicit(&busy, 1, memory_order_acquire)) return;
+  if (atomic_compare_exchange_strong(&next_period, &due, now + PERIOD_MS)) judge(now);
+  unlock();
+}
+
+/* Reads the step counts while a thread may judge: a snapshot. */
+__attribute__((no_sanitize("thread"))) void hak_ace_stats(struct hak_stats *st) {
+  for (unsigned i = 0; i < hak_knob_count; i++) {
+    const hak_ace_knob_t *k = &knobs[i];
+    st->knobs[i] = (struct hak_knob_stats){(unsigned long long)hak_ace_value((enum hak_knob_e)i),
+                                           (unsigned long long)k->start, (unsigned long long)k->min,
+                                           (unsigned long long)k->max, k->ups, k->downs};
+  }
+  st->ace_periods = atomic_load_explicit(&periods, memory_order_relaxed);
+}

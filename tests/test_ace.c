@@ -1,0 +1,230 @@
+/* The adaptive controller (src/ace.c, docs/ace.md): its decisions on
+ * synthetic signs (it converges, it does not oscillate, it stays in its
+ * bounds, it relaxes), then the knobs of a running allocator moving on real
+ * signs, and standing still with HAKMEM_ACE=0. Linked against the static
+ * library with the override on. */
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "internal.h"
+
+#define PERIOD 50   /* ms between decisions, as ace.c judges */
+
+static bool power_of_two_multiple(long v, long min) {
+  if (v < min || v % min) return false;
+  long q = v / min;
+  return (q & (q - 1)) == 0;
+}
+
+/* A sign every period: the knob doubles at most once per its timescale
+ * until it reaches its bound, and stays there. */
+static void test_converges(void) {
+  hak_ace_knob_t k = {0};
+  hak_ace_knob_init(&k, 20, 20 << 6, 0);
+  long seen_max_at = -1, ups_at_max = 0;
+  for (long t = 1; t <= 400; t++) {
+    long before = atomic_load(&k.value);
+    hak_ace_knob_step(&k, (uint64_t)t * PERIOD, true, (uint64_t)before, (uint64_t)before);
+    long v = atomic_load(&k.value);
+    CHECK(v == before || v == 2 * before, "step from %ld to %ld at period %ld", before, v, t);
+    if (v == k.max && seen_max_at < 0) {
+      seen_max_at = t;
+      ups_at_max = (long)k.ups;
+    }
+  }
+  CHECK(seen_max_at > 0, "never reached the bound %ld (at %ld)", k.max, atomic_load(&k.value));
+  CHECK(ups_at_max == 6 && k.ups == 6 && k.downs == 0, "%llu ups, %llu downs for 6 doublings",
+        (unsigned long long)k.ups, (unsigned long long)k.downs);
+  /* once per timescale: 20+40+...+640 ms of waiting at the least */
+  CHECK(seen_max_at * PERIOD >= 20 + 40 + 80 + 160 + 320, "reached the bound after %ld ms", seen_max_at * PERIOD);
+}
+
+/* Signs stop: the knob comes back to its start, one halving per hold
+ * (16 timescales without a sign), never below it. */
+static void test_relaxes(void) {
+  hak_ace_knob_t k = {0};
+  hak_ace_knob_init(&k, 100, 100 << 6, 0);
+  uint64_t t = PERIOD;
+  for (int i = 0; i < 6; i++, t += 6400) hak_ace_knob_step(&k, t, true, 6400, 6400);
+  CHECK(atomic_load(&k.value) == k.max, "did not climb: %ld", atomic_load(&k.value));
+  uint64_t last_sign = t - 6400, first_down = 0;
+  for (; t < last_sign + 3600 * 1000; t += PERIOD) {
+    long v = atomic_load(&k.value);
+    if (hak_ace_knob_step(&k, t, false, (uint64_t)v, (uint64_t)v) < 0 && !first_down) first_down = t;
+  }
+  CHECK(atomic_load(&k.value) == k.min, "did not come back to its start: %ld", atomic_load(&k.value));
+  CHECK(k.downs == 6, "%llu steps down for 6 halvings", (unsigned long long)k.downs);
+  CHECK(first_down - last_sign >= 16 * (uint64_t)k.max, "first step down %llu ms after the last sign",
+        (unsigned long long)(first_down - last_sign));
+}
+
+/* Any sequence of signs keeps the knob within its bounds, on its ladder of
+ * doublings of the start (or at the bound). */
+static void test_bounds(void) {
+  uint64_t rng = 0x9E3779B97F4A7C15u;
+  int outside = 0, off_ladder = 0;
+  for (int run = 0; run < 20; run++) {
+    hak_ace_knob_t k = {0};
+    long start = 1 + (long)(xorshift64(&rng) % 5000);
+    hak_ace_knob_init(&k, start, start << (xorshift64(&rng) % 8), 0);
+    unsigned density = (unsigned)(xorshift64(&rng) % 100);
+    for (uint64_t t = PERIOD; t < 200000 * PERIOD; t += PERIOD) {
+      bool sign = xorshift64(&rng) % 100 < density;
+      uint64_t scale = (uint64_t)atomic_load(&k.value) % 3000;
+      hak_ace_knob_step(&k, t, sign, scale % 2 ? PERIOD : scale, scale);
+      long v = atomic_load(&k.value);
+      outside += v < k.min || v > k.max;
+      off_ladder += v != k.max && !power_of_two_multiple(v, k.min);
+    }
+  }
+  CHECK(outside == 0, "%d periods with the knob out of its bounds", outside);
+  CHECK(off_ladder == 0, "%d periods off the ladder of doublings", off_ladder);
+}
+
+/* Regret at regular intervals: the knob may step down and back up a few
+ * times, then the hold has grown past the interval and it stays up. */
+static void test_no_oscillation(void) {
+  static const long intervals[] = {40, 100, 200, 400};   /* periods between signs */
+  for (unsigned i = 0; i < sizeof intervals / sizeof *intervals; i++) {
+    hak_ace_knob_t k = {0};
+    hak_ace_knob_init(&k, 50, 50 << 4, 0);
+    int reversals = 0, last_dir = 0, moves_late = 0;
+    long periods = 50000;
+    for (long p = 1; p <= periods; p++) {
+      uint64_t v = (uint64_t)atomic_load(&k.value);
+      int d = hak_ace_knob_step(&k, (uint64_t)p * PERIOD, p % intervals[i] == 0, v, v);
+      if (d && last_dir && d != last_dir) reversals++;
+      if (d) last_dir = d;
+      if (d && p > periods / 2) moves_late++;
+    }
+    CHECK(reversals <= 2 * 4 + 2, "%d reversals with a sign every %ld periods", reversals, intervals[i]);
+    CHECK(moves_late == 0, "still moving (%d steps) in the second half, sign every %ld periods", moves_late,
+          intervals[i]);
+  }
+}
+
+/* ---- the knobs of the running allocator */
+
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* Slow-path visits, so that the controller gets its chances to judge. */
+static void churn_small(void) {
+  static void *p[4096];
+  for (int round = 0; round < 4; round++) {
+    for (int i = 0; i < 4096; i++) p[i] = malloc(16 + (size_t)(i % 64) * 16);
+    for (int i = 0; i < 4096; i++) free(p[i]);
+  }
+}
+
+static struct hak_knob_stats knob(enum hak_knob_e which) {
+  struct hak_stats st;
+  hak_stats_get(&st);
+  return st.knobs[which];
+}
+
+/* Mid blocks whose slab empties, a trim that decommits its units, the same
+ * blocks again at once: the units were given back too early, so the purge
+ * delay grows (and stays put with ACE=0). Returns the delay after it. */
+static long retake_cycles(int cycles) {
+  for (int c = 0; c < cycles; c++) {
+    void *p[64];
+    for (int i = 0; i < 64; i++) p[i] = malloc(24 * 1024);
+    for (int i = 0; i < 64; i++) free(p[i]);
+    malloc_trim(0);
+    for (int i = 0; i < 64; i++) p[i] = malloc(24 * 1024);
+    for (int i = 0; i < 64; i++) free(p[i]);
+    churn_small();
+    nap_ms(PERIOD + 10);
+    churn_small();
+  }
+  return (long)knob(hak_knob_purge_delay_ms).value;
+}
+
+static void test_purge_delay_follows_retaking(void) {
+  hak_option_set(hak_option_purge_delay_ms, 10);
+  struct hak_knob_stats k0 = knob(hak_knob_purge_delay_ms);
+  CHECK(k0.value == 10 && k0.start == 10 && k0.min == 10 && k0.max == 10 << 6,
+        "set to 10 ms: value %llu, start %llu, range %llu..%llu", k0.value, k0.start, k0.min, k0.max);
+  long v = 0;
+  for (int tries = 0; tries < 40 && v < 40; tries++) v = retake_cycles(1);
+  CHECK(v >= 40, "purge delay %ld ms after taking back trimmed units 40 times (start 10)", v);
+  struct hak_knob_stats k1 = knob(hak_knob_purge_delay_ms);
+  CHECK(k1.ups >= 2 && k1.ups > k0.ups && k1.value <= k1.max, "%llu steps up, value %llu", k1.ups, k1.value);
+
+  hak_option_set(hak_option_ace, 0);
+  v = retake_cycles(10);
+  struct hak_knob_stats k2 = knob(hak_knob_purge_delay_ms);
+  CHECK(v == 10 && k2.min == 10 && k2.max == 10 && k2.ups == k1.ups, "ACE=0: delay %ld, range %llu..%llu, ups %llu",
+        v, k2.min, k2.max, k2.ups);
+  hak_option_set(hak_option_ace, 1);
+  hak_option_set(hak_option_purge_delay_ms, hak_option_desc(hak_option_purge_delay_ms)->defaults[HAK_PROFILE_BALANCED]);
+}
+
+/* Profile auto: 32 large blocks of 1..2 MiB (4 of each of 8 sizes, so that
+ * no size bin of the BigCache overflows) freed and taken again overflow its
+ * 16 MiB BigCache: blocks are refused, others mapped anew, so the budget
+ * grows until a whole round is served from the cache. */
+static void test_bigcache_budget(void) {
+  hak_option_set(hak_option_profile, HAK_PROFILE_AUTO);
+  hak_option_set(hak_option_bigcache_delay_ms, 5000);   /* no expiry in between */
+  struct hak_knob_stats k0 = knob(hak_knob_bigcache_budget);
+  CHECK(k0.value == 16 << 20 && k0.max == 1u << 30, "auto budget %llu, bound %llu", k0.value, k0.max);
+  void *p[32];
+  unsigned long long misses = 0;
+  for (int round = 0; round < 40; round++) {
+    struct hak_stats before, after;
+    hak_stats_get(&before);
+    for (int i = 0; i < 32; i++) {
+      size_t size = (1 << 20) + (size_t)(i % 8) * (128 << 10);
+      p[i] = malloc(size);
+      memset(p[i], i, size);
+    }
+    for (int i = 0; i < 32; i++) free(p[i]);
+    hak_stats_get(&after);
+    misses = after.bigcache_misses - before.bigcache_misses;
+    if (round > 0 && misses == 0) break;
+    churn_small();
+    nap_ms(PERIOD + 10);
+    churn_small();
+  }
+  struct hak_knob_stats k1 = knob(hak_knob_bigcache_budget);
+  CHECK(misses == 0, "a round of 32 blocks still missed %llu times (budget %llu)", misses, k1.value);
+  CHECK(k1.value >= 64ull << 20 && k1.value <= k1.max && k1.ups > k0.ups, "budget %llu after %llu steps up", k1.value,
+        k1.ups);
+  hak_option_set(hak_option_bigcache_delay_ms, 10);   /* the budget's hold: 16 periods */
+  struct hak_knob_stats k2 = knob(hak_knob_bigcache_budget);
+  CHECK(k2.value == 16 << 20, "setting an option restarts the knobs: budget %llu", k2.value);
+  hak_option_set(hak_option_profile, HAK_PROFILE_BALANCED);
+}
+
+/* The report says what the controller did. */
+static void collect(const char *text, void *arg) {
+  char *buf = arg;
+  strncat(buf, text, 16383 - strlen(buf));
+}
+
+static void test_report(void) {
+  static char text[16384], json[16384];
+  hak_stats_print(collect, text);
+  hak_stats_print_json(collect, json);
+  CHECK(strstr(text, " ace: ") && strstr(text, "purge_delay_ms ") && strstr(text, "bigcache_budget "),
+        "text report lacks the controller:\n%s", text);
+  CHECK(strstr(json, "\"knobs\":{\"purge_delay_ms\":{\"value\":") && strstr(json, "\"ace_periods\":"),
+        "JSON report lacks the knobs");
+}
+
+int main(void) {
+  test_converges();
+  test_relaxes();
+  test_bounds();
+  test_no_oscillation();
+  test_purge_delay_follows_retaking();
+  test_bigcache_budget();
+  test_report();
+  return test_done("test_ace");
+}
