@@ -70,23 +70,38 @@ def find_peer(name):
     return None
 
 
+PROFILES = ["fast", "balanced", "lean", "auto"]
+
+
+def alloc_env(name):
+    """The environment an allocator name asks for: hakmem:PROFILE is hakmem
+    with HAKMEM_PROFILE=PROFILE."""
+    return ["HAKMEM_PROFILE=" + name.split(":", 1)[1]] if name.startswith("hakmem:") else []
+
+
 def allocators(hakmem_lib=None):
     """([(name, preload path or '')], [missing messages]) in ORDER,
-    filtered by BENCH_ALLOCATORS=name,name,... when set."""
+    filtered by BENCH_ALLOCATORS=name,name,... when set; there,
+    hakmem:PROFILE (fast, balanced, lean, auto) adds hakmem under that
+    profile, after hakmem."""
     want = os.environ.get("BENCH_ALLOCATORS")
     want = [w.strip() for w in want.split(",") if w.strip()] if want else ORDER
+    bad = [w for w in want if w.startswith("hakmem:") and w.split(":", 1)[1] not in PROFILES]
+    if bad:
+        sys.exit("BENCH_ALLOCATORS: unknown profile in %s (profiles: %s)" % (", ".join(bad), ", ".join(PROFILES)))
+    order = ORDER[:2] + ["hakmem:" + p for p in PROFILES] + ORDER[2:]
     found, missing = [], []
-    for name in ORDER:
+    for name in order:
         if name not in want:
             continue
         if name == "glibc":
             found.append((name, ""))
-        elif name == "hakmem":
+        elif name.startswith("hakmem"):
             lib = hakmem_lib or os.path.join(BUILD, "libhakmem.so")
             if os.path.exists(lib):
                 found.append((name, lib))
             else:
-                missing.append("hakmem (%s not built: run `make`)" % lib)
+                missing.append("%s (%s not built: run `make`)" % (name, lib))
         else:
             lib = find_peer(name)
             if lib:
@@ -147,19 +162,21 @@ def signame(n):
         return "signal %d" % n
 
 
-def run_once(argv, preload, timeout=120.0, result_name=None):
-    """Runs argv once with LD_PRELOAD=preload ('' = none). Returns a dict:
-    ok, error, figure, unit, fields, wall_s, maxrss_kib, minflt, stdout,
-    stderr, status."""
+def run_once(argv, preload, timeout=120.0, result_name=None, env=()):
+    """Runs argv once with LD_PRELOAD=preload ('' = none) and the NAME=VALUE
+    settings in env. Returns a dict: ok, error, figure, unit, fields,
+    wall_s, maxrss_kib, minflt, stdout, stderr, status."""
     with tempfile.TemporaryDirectory(prefix="hakbench.") as tmp:
         fo, fe, fr = (os.path.join(tmp, n) for n in ("out", "err", "rusage"))
         if os.path.exists(RUNONE):
-            cmd = [RUNONE, "-o", fr, "-t", str(timeout), "-e", "LD_PRELOAD=" + preload,
-                   "--"] + argv
-            env = dict(os.environ)
-            env.pop("LD_PRELOAD", None)
+            cmd = [RUNONE, "-o", fr, "-t", str(timeout), "-e", "LD_PRELOAD=" + preload]
+            for e in env:
+                cmd += ["-e", e]
+            cmd += ["--"] + argv
+            penv = dict(os.environ)
+            penv.pop("LD_PRELOAD", None)
             with open(fo, "w") as out, open(fe, "w") as err:
-                p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env,
+                p = subprocess.Popen(cmd, stdout=out, stderr=err, env=penv,
                                      stdin=subprocess.DEVNULL)
                 _, wst, _ = os.wait4(p.pid, 0)
                 p.returncode = os.waitstatus_to_exitcode(wst)
@@ -176,11 +193,12 @@ def run_once(argv, preload, timeout=120.0, result_name=None):
             # Fallback without the helper: wait4 here. ru_maxrss then includes
             # this Python process's RSS (kept across execve), so small RSS
             # figures are inflated.
-            env = dict(os.environ)
-            env["LD_PRELOAD"] = preload
+            penv = dict(os.environ)
+            penv["LD_PRELOAD"] = preload
+            penv.update(e.split("=", 1) for e in env)
             with open(fo, "w") as out, open(fe, "w") as err:
                 t0 = time.monotonic()
-                p = subprocess.Popen(argv, stdout=out, stderr=err, env=env,
+                p = subprocess.Popen(argv, stdout=out, stderr=err, env=penv,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
                 tmo = 0
                 while True:

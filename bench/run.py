@@ -6,7 +6,8 @@ Environment:
   BENCH_SCALE=1       multiplies every workload's iteration count
   BENCH_RUNS=5        rounds; each round runs every allocator once
   BENCH_ONLY=a,b      only these workloads (names as in the table)
-  BENCH_ALLOCATORS=.. only these allocators (glibc,hakmem,mimalloc,...)
+  BENCH_ALLOCATORS=.. only these allocators (glibc,hakmem,mimalloc,...);
+                      hakmem:fast (balanced, lean, auto) is hakmem under that profile
   BENCH_TIMEOUT=...   seconds before a run counts as FAIL (default 120*scale)
   BUILD=build         where libhakmem.so and bench/ programs are
   MIMALLOC_LIB=/path  (also JEMALLOC_LIB, TCMALLOC_LIB) use this library
@@ -241,12 +242,12 @@ def main():
                     res = {"ok": False, "error": "%s not built" % path, "stderr": ""}
                 else:
                     res = bl.run_once([path] + args, lib, timeout=timeout,
-                                      result_name=prog)
+                                      result_name=prog, env=bl.alloc_env(a))
                 res["round"] = r
                 per[a].append(res)
                 if not res["ok"]:
-                    print("  FAIL %s under %s (round %d): %s\n    reproduce: %s%s %s" % (
-                        w, a, r + 1, bl.short_error(res),
+                    print("  FAIL %s under %s (round %d): %s\n    reproduce: %s%s%s %s" % (
+                        w, a, r + 1, bl.short_error(res), "".join(e + " " for e in bl.alloc_env(a)),
                         ("LD_PRELOAD=%s " % lib) if lib else "", path, " ".join(args)))
         results[w] = {a: summarize(per[a]) for a, _ in allocs}
         raw[w] = {a: [{k: v for k, v in x.items() if k not in ("stdout", "stderr")}

@@ -85,7 +85,7 @@ static _Atomic uint64_t periods;
 
 long hak_ace_value(enum hak_knob_e knob) { return atomic_load_explicit(&knobs[knob].value, memory_order_relaxed); }
 
-void hak_ace_sign(hak_ace_sign_t sign) { atomic_fetch_add_explicit(&signs[sign], 1, memory_order_relaxed); }
+void hak_ace_sign(hak_ace_sign_t sign, uint64_t n) { atomic_fetch_add_explicit(&signs[sign], n, memory_order_relaxed); }
 
 static void lock(void) {
   while (atomic_exchange_explicit(&busy, 1, memory_order_acquire)) {
@@ -115,14 +115,20 @@ static uint64_t taken(hak_ace_sign_t sign) { return atomic_exchange_explicit(&si
 /* Judge one period. A delay may double once per its own length (its
  * effect shows no sooner); the BigCache budget once per period, since
  * refusals and new mappings in one period show its effect at once, and it
- * relaxes on the timescale of its entries' lifetime. */
+ * relaxes on the timescale of its entries' lifetime. The BigCache delay
+ * holds every entry longer, so it grows only when the bytes mapped anew
+ * after expiries are worth it: at least 1/EXPIRED_SHARE of what the cache
+ * holds (a size that comes back now and then, while the cache is busy with
+ * others, is not). */
+#define EXPIRED_SHARE 8
 static void judge(uint64_t now) {
   uint64_t retaken = taken(HAK_ACE_RETAKEN), expired_missed = taken(HAK_ACE_EXPIRED_MISSED);
   uint64_t refused = taken(HAK_ACE_BIGCACHE_REFUSED), missed = taken(HAK_ACE_BIGCACHE_MISSED);
   uint64_t purge = (uint64_t)hak_ace_value(hak_knob_purge_delay_ms);
   uint64_t big = (uint64_t)hak_ace_value(hak_knob_bigcache_delay_ms);
+  bool expired_early = expired_missed && expired_missed * EXPIRED_SHARE >= hak_bigcache_bytes();
   hak_ace_knob_step(&knobs[hak_knob_purge_delay_ms], now, retaken != 0, purge, purge);
-  hak_ace_knob_step(&knobs[hak_knob_bigcache_delay_ms], now, expired_missed != 0, big, big);
+  hak_ace_knob_step(&knobs[hak_knob_bigcache_delay_ms], now, expired_early, big, big);
   hak_ace_knob_step(&knobs[hak_knob_bigcache_budget], now, refused && missed, PERIOD_MS, big);
   atomic_fetch_add_explicit(&periods, 1, memory_order_relaxed);
 }

@@ -31,9 +31,10 @@ static _Atomic uint64_t slot_time[SLOTS];
 static _Atomic size_t cached_bytes;
 static _Atomic int cached;
 static _Atomic uint64_t next_expiry;   /* ms, earliest expiry of an entry (may be early), 0: none */
-static _Atomic uint64_t expired_at;    /* ms, when entries last expired */
+static _Atomic uint64_t expired_at[BINS];   /* ms, when an entry of the bin last expired */
 
-#define REGRET_WINDOW 4   /* delays after an expiry in which a new mapping is a sign the delay is short */
+#define REGRET_WINDOW 4   /* delays after an expiry in which a new mapping it could have served
+                             is a sign the delay is short */
 
 static uint64_t delay(void) { return (uint64_t)hak_ace_value(hak_knob_bigcache_delay_ms); }
 
@@ -69,7 +70,7 @@ bool hak_bigcache_put(hak_large_t *hdr) {
   if (size > (size_t)hak_opt(hak_option_bigcache_max_block) || size <= HAK_MID_MAX) return false;
   if (atomic_fetch_add(&cached_bytes, size) + size > (size_t)hak_ace_value(hak_knob_bigcache_budget)) {
     atomic_fetch_sub(&cached_bytes, size);
-    hak_ace_sign(HAK_ACE_BIGCACHE_REFUSED);
+    hak_ace_sign(HAK_ACE_BIGCACHE_REFUSED, 1);
     return false;
   }
   uint64_t now = hak_os_now_ms();
@@ -91,13 +92,16 @@ bool hak_bigcache_put(hak_large_t *hdr) {
   return false;
 }
 
+/* The bins whose entries may serve a request of min_size bytes: from its
+ * own up to twice its size. */
+static unsigned last_bin(unsigned first) { return first + 8 < BINS ? first + 8 : BINS; }
+
 /* A cached mapping of at least min_size bytes and at most twice that: from
  * the bin of min_size's mapping size up, the first one found. */
 static hak_large_t *lookup(size_t min_size) {
   if (!atomic_load_explicit(&cached, memory_order_relaxed)) return NULL;
   unsigned first = bin_of(min_size);
-  unsigned last = first + 8 < BINS ? first + 8 : BINS;
-  for (unsigned i = first * BIN_SLOTS; i < last * BIN_SLOTS; i++) {
+  for (unsigned i = first * BIN_SLOTS; i < last_bin(first) * BIN_SLOTS; i++) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
     if (!v || slot_size(v) < min_size) continue;
     hak_large_t *hdr = slot_take(i, v);
@@ -106,13 +110,21 @@ static hak_large_t *lookup(size_t min_size) {
   return NULL;
 }
 
-/* The same, and on a miss the signs the adaptive controller reads. */
+/* The same, and on a miss the signs the adaptive controller reads: a miss,
+ * and whether an entry that could have served it expired lately. */
 hak_large_t *hak_bigcache_take(size_t min_size) {
   hak_large_t *hdr = lookup(min_size);
   if (hdr) return hdr;
-  hak_ace_sign(HAK_ACE_BIGCACHE_MISSED);
-  uint64_t expired = atomic_load_explicit(&expired_at, memory_order_relaxed);
-  if (expired && hak_os_now_ms() - expired <= REGRET_WINDOW * delay()) hak_ace_sign(HAK_ACE_EXPIRED_MISSED);
+  hak_ace_sign(HAK_ACE_BIGCACHE_MISSED, 1);
+  uint64_t now = hak_os_now_ms(), window = REGRET_WINDOW * delay();
+  unsigned first = bin_of(min_size);
+  for (unsigned b = first; b < last_bin(first); b++) {
+    uint64_t expired = atomic_load_explicit(&expired_at[b], memory_order_relaxed);
+    if (expired && now - expired <= window) {
+      hak_ace_sign(HAK_ACE_EXPIRED_MISSED, min_size);
+      break;
+    }
+  }
   return NULL;
 }
 
@@ -135,7 +147,7 @@ uint64_t hak_bigcache_tick(void) {
     hak_large_t *hdr = slot_take(i, v);
     if (hdr) {
       unmap_entry(hdr);
-      atomic_store_explicit(&expired_at, now, memory_order_relaxed);
+      atomic_store_explicit(&expired_at[i / BIN_SLOTS], now, memory_order_relaxed);
     }
   }
   return atomic_load_explicit(&next_expiry, memory_order_relaxed);

@@ -142,7 +142,7 @@ HAK_INLINE uint64_t hak_deadline_min(uint64_t a, uint64_t b) { return !a ? b : !
 /* ---- ace.c: the adaptive controller */
 typedef enum {
   HAK_ACE_RETAKEN,            /* slab units taken back soon after a sweep decommitted them */
-  HAK_ACE_EXPIRED_MISSED,     /* a large allocation mapped anew soon after BigCache entries expired */
+  HAK_ACE_EXPIRED_MISSED,     /* bytes of large allocations mapped anew soon after BigCache entries expired */
   HAK_ACE_BIGCACHE_REFUSED,   /* a freed large block the BigCache had no budget left for */
   HAK_ACE_BIGCACHE_MISSED,    /* a large allocation the BigCache could not serve */
   HAK_ACE_SIGNS
@@ -162,7 +162,7 @@ void hak_ace_knob_init(hak_ace_knob_t *k, long start, long max, uint64_t now);
  * up; scale_ms: the knob's timescale, which sets its hold. */
 int  hak_ace_knob_step(hak_ace_knob_t *k, uint64_t now, bool regret, uint64_t up_gap_ms, uint64_t scale_ms);
 long hak_ace_value(enum hak_knob_e knob);
-void hak_ace_sign(hak_ace_sign_t sign);
+void hak_ace_sign(hak_ace_sign_t sign, uint64_t n);   /* n: events, or bytes */
 void hak_ace_restart(void);
 void hak_ace_poll(void);
 void hak_ace_stats(struct hak_stats *st);

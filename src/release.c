@@ -36,7 +36,7 @@ void hak_release_abandoned_due(uint64_t when) {
 uint64_t hak_release_delay(void) { return (uint64_t)hak_ace_value(hak_knob_purge_delay_ms); }
 
 void hak_release_retaken(uint64_t purged_at) {
-  if (hak_os_now_ms() - purged_at <= RETAKEN_WINDOW * hak_release_delay()) hak_ace_sign(HAK_ACE_RETAKEN);
+  if (hak_os_now_ms() - purged_at <= RETAKEN_WINDOW * hak_release_delay()) hak_ace_sign(HAK_ACE_RETAKEN, 1);
 }
 
 /* Deadlines come every half delay; a unit goes at the second one it sees
