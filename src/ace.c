@@ -14,8 +14,8 @@
  * after steps down that were not undone.
  *
  * The controller runs at most once per PERIOD_MS, from the slow paths
- * (hak_release_tick) and from the background purger, never from a fast
- * path. Knob values are read with relaxed loads wherever they are used. */
+ * (hak_release_tick, a BigCache miss) and from the background purger,
+ * never from a fast path. Knob values are read with relaxed loads wherever they are used. */
 #include "internal.h"
 
 #define PERIOD_MS 50
@@ -66,15 +66,13 @@ int hak_ace_knob_step(hak_ace_knob_t *k, uint64_t now, bool regret, uint64_t up_
 /* ---- the knobs of the allocator */
 
 /* Doublings above its start each knob may take, per profile (fast,
- * balanced, lean, auto): the fixed profiles stretch only their delays;
- * auto starts lean and may grow its BigCache to fast's 1 GiB. */
+ * balanced, lean, auto). */
 static const struct {
   hak_option_t option;
   uint8_t max_shift[4];
 } knob_desc[hak_knob_count] = {
   [hak_knob_purge_delay_ms] = {hak_option_purge_delay_ms, {6, 6, 6, 6}},
   [hak_knob_bigcache_delay_ms] = {hak_option_bigcache_delay_ms, {6, 6, 6, 6}},
-  [hak_knob_bigcache_budget] = {hak_option_bigcache_budget, {0, 0, 0, 6}},
 };
 
 static hak_ace_knob_t knobs[hak_knob_count];
@@ -113,23 +111,18 @@ void hak_ace_restart(void) {
 static uint64_t taken(hak_ace_sign_t sign) { return atomic_exchange_explicit(&signs[sign], 0, memory_order_relaxed); }
 
 /* Judge one period. A delay may double once per its own length (its
- * effect shows no sooner); the BigCache budget once per period, since
- * refusals and new mappings in one period show its effect at once, and it
- * relaxes on the timescale of its entries' lifetime. The BigCache delay
- * holds every entry longer, so it grows only when the bytes mapped anew
- * after expiries are worth it: at least 1/EXPIRED_SHARE of what the cache
- * holds (a size that comes back now and then, while the cache is busy with
- * others, is not). */
+ * effect shows no sooner). The BigCache delay holds every entry longer, so
+ * it grows only when the bytes mapped anew after expiries are worth it: at
+ * least 1/EXPIRED_SHARE of what the cache holds (a size that comes back now
+ * and then, while the cache is busy with others, is not). */
 #define EXPIRED_SHARE 8
 static void judge(uint64_t now) {
   uint64_t retaken = taken(HAK_ACE_RETAKEN), expired_missed = taken(HAK_ACE_EXPIRED_MISSED);
-  uint64_t refused = taken(HAK_ACE_BIGCACHE_REFUSED), missed = taken(HAK_ACE_BIGCACHE_MISSED);
   uint64_t purge = (uint64_t)hak_ace_value(hak_knob_purge_delay_ms);
   uint64_t big = (uint64_t)hak_ace_value(hak_knob_bigcache_delay_ms);
   bool expired_early = expired_missed && expired_missed * EXPIRED_SHARE >= hak_bigcache_bytes();
   hak_ace_knob_step(&knobs[hak_knob_purge_delay_ms], now, retaken != 0, purge, purge);
   hak_ace_knob_step(&knobs[hak_knob_bigcache_delay_ms], now, expired_early, big, big);
-  hak_ace_knob_step(&knobs[hak_knob_bigcache_budget], now, refused && missed, PERIOD_MS, big);
   atomic_fetch_add_explicit(&periods, 1, memory_order_relaxed);
 }
 
@@ -140,6 +133,32 @@ void hak_ace_poll(void) {
   if (atomic_exchange_explicit(&busy, 1, memory_order_acquire)) return;
   if (atomic_compare_exchange_strong(&next_period, &due, now + PERIOD_MS)) judge(now);
   unlock();
+}
+
+/* In a forked child: the thread that was judging, if any, is gone. */
+void hak_ace_forked(void) { atomic_store_explicit(&busy, 0, memory_order_relaxed); }
+
+#define KNOB_NAME_(name, doc) #name,
+static const char *const names[hak_knob_count] = {HAK_STATS_KNOBS(KNOB_NAME_)};
+#undef KNOB_NAME_
+
+const char *hak_ace_name(enum hak_knob_e knob) { return names[knob]; }
+
+/* For the banner: "off", or each knob's range. */
+void hak_ace_describe(hak_out_t *o) {
+  if (!hak_opt(hak_option_ace)) {
+    hak_out_str(o, "off (ACE=0): every knob stays at its option's value");
+    return;
+  }
+  hak_out_str(o, "on, knobs");
+  for (unsigned i = 0; i < hak_knob_count; i++) {
+    hak_out_str(o, i ? ", " : " ");
+    hak_out_str(o, names[i]);
+    hak_out_str(o, " ");
+    hak_out_u64(o, (uint64_t)knobs[i].min);
+    hak_out_str(o, "..");
+    hak_out_u64(o, (uint64_t)knobs[i].max);
+  }
 }
 
 /* Reads the step counts while a thread may judge: a snapshot. */

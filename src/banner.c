@@ -59,6 +59,8 @@ void hak_banner_print(void) {
   } else {
     hak_out_str(&o, "no arena (address space refused, or strict overcommit): SuperSlabs mapped one by one");
   }
+  hak_out_str(&o, "\nhakmem ace: ");
+  hak_ace_describe(&o);
   hak_out_str(&o, "\nhakmem os: page ");
   hak_out_u64(&o, hak_os_page_size());
   hak_out_str(&o, " B, transparent huge pages ");

@@ -143,8 +143,6 @@ HAK_INLINE uint64_t hak_deadline_min(uint64_t a, uint64_t b) { return !a ? b : !
 typedef enum {
   HAK_ACE_RETAKEN,            /* slab units taken back soon after a sweep decommitted them */
   HAK_ACE_EXPIRED_MISSED,     /* bytes of large allocations mapped anew soon after BigCache entries expired */
-  HAK_ACE_BIGCACHE_REFUSED,   /* a freed large block the BigCache had no budget left for */
-  HAK_ACE_BIGCACHE_MISSED,    /* a large allocation the BigCache could not serve */
   HAK_ACE_SIGNS
 } hak_ace_sign_t;
 typedef struct hak_ace_knob_s {
@@ -166,6 +164,9 @@ void hak_ace_sign(hak_ace_sign_t sign, uint64_t n);   /* n: events, or bytes */
 void hak_ace_restart(void);
 void hak_ace_poll(void);
 void hak_ace_stats(struct hak_stats *st);
+void hak_ace_forked(void);
+const char *hak_ace_name(enum hak_knob_e knob);
+void hak_ace_describe(hak_out_t *o);   /* the banner's line */
 
 /* ---- purger.c: the background purge thread */
 enum { PURGER_NONE, PURGER_WANTED, PURGER_STARTING, PURGER_RUNNING };

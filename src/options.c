@@ -37,7 +37,7 @@ static const hak_option_desc_t table[hak_option_count] = {
                                         "wholly empty SuperSlabs a thread keeps for reuse"},
   [hak_option_shared_pool_slots] = {"SHARED_POOL_SLOTS", HAK_OPT_INT, {64, 64, 8, 64}, 0, HAK_SHARED_POOL_SLOTS, NULL,
                                     "empty SuperSlabs kept decommitted for any thread (more are unmapped)"},
-  [hak_option_bigcache_budget] = {"BIGCACHE_BUDGET", HAK_OPT_SIZE, {1 * G, 128 * M, 16 * M, 16 * M}, 0, 64 * G, NULL,
+  [hak_option_bigcache_budget] = {"BIGCACHE_BUDGET", HAK_OPT_SIZE, {1 * G, 128 * M, 16 * M, 128 * M}, 0, 64 * G, NULL,
                                   "bytes of freed large blocks the BigCache keeps mapped"},
   [hak_option_bigcache_max_block] = {"BIGCACHE_MAX_BLOCK", HAK_OPT_SIZE, {256 * M, 64 * M, 4 * M, 64 * M}, 0, 4 * G, NULL,
                                      "largest freed block the BigCache keeps"},

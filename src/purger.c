@@ -119,6 +119,7 @@ void hak_purger_thread_done(void) {
  * and so is any sweep that was under way in another thread. */
 static void fork_child(void) {
   hak_release_forget_sweeps();
+  hak_ace_forked();
   int s = atomic_load_explicit(&hak_purger_state, memory_order_relaxed);
   atomic_store(&sleeping, 0);
   atomic_store(&hak_purger_state, s == PURGER_NONE ? PURGER_NONE : PURGER_WANTED);

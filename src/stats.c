@@ -166,9 +166,7 @@ HAK_EXPORT void hak_stats_reset(void) {
 /* ---- reports */
 
 static const char *const tier_names[3] = {"tiny", "mid", "large"};
-#define KNOB_NAME_(name, doc) #name,
-static const char *const knob_names[hak_knob_count] = {HAK_STATS_KNOBS(KNOB_NAME_)};
-#undef KNOB_NAME_
+
 
 static void put_mib(hak_out_t *o, uint64_t bytes) {
   hak_out_u64(o, bytes >> 20);
@@ -252,18 +250,16 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   }
   for (unsigned i = 0; hak_opt(hak_option_ace) && i < hak_knob_count; i++) {
     const struct hak_knob_stats *k = &st->knobs[i];
-    bool bytes = i == hak_knob_bigcache_budget;
-    void (*put)(hak_out_t *, uint64_t) = bytes ? hak_out_size : hak_out_u64;
     hak_out_str(o, "   ");
-    hak_out_str(o, knob_names[i]);
+    hak_out_str(o, hak_ace_name((enum hak_knob_e)i));
     hak_out_str(o, " ");
-    put(o, k->value);
+    hak_out_u64(o, k->value);
     hak_out_str(o, " (");
-    put(o, k->start);
+    hak_out_u64(o, k->start);
     hak_out_str(o, ", ");
-    put(o, k->min);
+    hak_out_u64(o, k->min);
     hak_out_str(o, "..");
-    put(o, k->max);
+    hak_out_u64(o, k->max);
     hak_out_str(o, ", ");
     hak_out_u64(o, k->ups);
     hak_out_str(o, " / ");
@@ -335,7 +331,7 @@ static void print_json(hak_out_t *o, const struct hak_stats *st) {
   for (unsigned i = 0; i < hak_knob_count; i++) {
     const struct hak_knob_stats *k = &st->knobs[i];
     hak_out_str(o, i ? ",\"" : "\"");
-    hak_out_str(o, knob_names[i]);
+    hak_out_str(o, hak_ace_name((enum hak_knob_e)i));
     hak_out_str(o, "\":{");
     first = true;
 #define FIELD_(name, doc) json_field(o, #name, k->name, &first);

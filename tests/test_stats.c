@@ -209,9 +209,14 @@ static void test_reports(void) {
   CHECK(strstr(err, "tiny <= 1024 B (32 classes)") && strstr(err, "mid <= 131072 B (56 classes)"),
         "banner lacks tiers: %s", err);
   CHECK(strstr(err, "page 4096 B") && strstr(err, "transparent huge pages"), "banner lacks page or huge pages: %s", err);
+  CHECK(strstr(err, "hakmem ace: on, knobs purge_delay_ms 5..320, bigcache_delay_ms 1000..64000"),
+        "banner lacks the controller's knobs and their ranges: %s", err);
   int lines = 0;
   for (const char *c = err; *c; c++) lines += *c == '\n';
-  CHECK(lines == 3, "banner is %d lines", lines);
+  CHECK(lines == 4, "banner is %d lines", lines);
+  const char *banner_off[] = {"HAKMEM_ROUTE_BANNER=1", "HAKMEM_ACE=0", NULL};
+  run_child(banner_off);
+  CHECK(strstr(err, "hakmem ace: off (ACE=0)"), "banner does not say the controller is off: %s", err);
 }
 
 int main(int argc, char **argv) {
