@@ -136,7 +136,8 @@ const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_M
  * it may move in, and how often it moved up and down. */
 #define HAK_STATS_KNOBS(X)                                                        \
   X(purge_delay_ms, "milliseconds before free slab pages go back to the OS")     \
-  X(bigcache_delay_ms, "milliseconds a freed large block stays in the BigCache")
+  X(bigcache_delay_ms, "milliseconds a freed large block stays in the BigCache") \
+  X(bigcache_budget, "bytes of freed large blocks the BigCache may keep")
 
 #define HAK_STATS_KNOB_FIELDS(X)                                           \
   X(value, "the knob's value now")                                         \

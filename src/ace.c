@@ -18,7 +18,7 @@
  * never from a fast path. Knob values are read with relaxed loads wherever they are used. */
 #include "internal.h"
 
-#define PERIOD_MS 50
+#define PERIOD_MS 10
 #define QUIET_SCALES 16   /* the hold: this many of the knob's timescales without a sign */
 #define MAX_BACKOFF 4
 #define REVERSAL_HOLDS 16 /* a step up within this many holds of a step down undoes it */
@@ -41,14 +41,15 @@ static uint64_t hold_ms(const hak_ace_knob_t *k, uint64_t scale_ms) {
   return (QUIET_SCALES * scale_ms) << k->backoff;
 }
 
-int hak_ace_knob_step(hak_ace_knob_t *k, uint64_t now, bool regret, uint64_t up_gap_ms, uint64_t scale_ms) {
+int hak_ace_knob_step(hak_ace_knob_t *k, uint64_t now, unsigned regret, uint64_t up_gap_ms, uint64_t scale_ms) {
   long v = atomic_load_explicit(&k->value, memory_order_relaxed);
   if (regret) {
     k->quiet_since = now;
     if (v >= k->max || (k->last_up && now - k->last_up < up_gap_ms)) return 0;
     if (k->last_down > k->last_up && now < k->undone_before && k->backoff < MAX_BACKOFF)
       k->backoff++;   /* a reversal: the last step down was wrong */
-    atomic_store_explicit(&k->value, v > k->max / 2 ? k->max : 2 * v, memory_order_relaxed);
+    for (; regret && v < k->max; regret--) v = v > k->max / 2 ? k->max : 2 * v;
+    atomic_store_explicit(&k->value, v, memory_order_relaxed);
     k->last_up = now;
     k->ups++;
     return 1;
@@ -66,13 +67,15 @@ int hak_ace_knob_step(hak_ace_knob_t *k, uint64_t now, bool regret, uint64_t up_
 /* ---- the knobs of the allocator */
 
 /* Doublings above its start each knob may take, per profile (fast,
- * balanced, lean, auto). */
+ * balanced, lean, auto): the fixed profiles stretch only their delays;
+ * auto's BigCache may grow from lean's 16 MiB to balanced's 128 MiB. */
 static const struct {
   hak_option_t option;
   uint8_t max_shift[4];
 } knob_desc[hak_knob_count] = {
   [hak_knob_purge_delay_ms] = {hak_option_purge_delay_ms, {6, 6, 6, 6}},
   [hak_knob_bigcache_delay_ms] = {hak_option_bigcache_delay_ms, {6, 6, 6, 6}},
+  [hak_knob_bigcache_budget] = {hak_option_bigcache_budget, {0, 0, 0, 3}},
 };
 
 static hak_ace_knob_t knobs[hak_knob_count];
@@ -111,18 +114,34 @@ void hak_ace_restart(void) {
 static uint64_t taken(hak_ace_sign_t sign) { return atomic_exchange_explicit(&signs[sign], 0, memory_order_relaxed); }
 
 /* Judge one period. A delay may double once per its own length (its
- * effect shows no sooner). The BigCache delay holds every entry longer, so
- * it grows only when the bytes mapped anew after expiries are worth it: at
- * least 1/EXPIRED_SHARE of what the cache holds (a size that comes back now
- * and then, while the cache is busy with others, is not). */
+ * effect shows no sooner); the BigCache budget once per period, since
+ * refusals and new mappings in one period show its effect at once (by as
+ * many doublings as the bytes refused ask for), and it relaxes on the
+ * timescale of its entries' lifetime. The BigCache delay
+ * holds every entry longer, so it grows only when the bytes mapped anew
+ * after expiries are worth it: at least 1/EXPIRED_SHARE of what the cache
+ * holds (a size that comes back now and then, while the cache is busy with
+ * others, is not). */
 #define EXPIRED_SHARE 8
+
+/* How many doublings of the BigCache budget would have kept the bytes it
+ * refused, besides what it holds. */
+static unsigned doublings_to_hold(uint64_t refused) {
+  uint64_t budget = (uint64_t)hak_ace_value(hak_knob_bigcache_budget), want = hak_bigcache_bytes() + refused;
+  unsigned n = 0;
+  for (; refused && budget && n < 8 && budget < want; n++) budget *= 2;
+  return n ? n : refused != 0;
+}
+
 static void judge(uint64_t now) {
   uint64_t retaken = taken(HAK_ACE_RETAKEN), expired_missed = taken(HAK_ACE_EXPIRED_MISSED);
+  uint64_t refused = taken(HAK_ACE_BIGCACHE_REFUSED), missed = taken(HAK_ACE_BIGCACHE_MISSED);
   uint64_t purge = (uint64_t)hak_ace_value(hak_knob_purge_delay_ms);
   uint64_t big = (uint64_t)hak_ace_value(hak_knob_bigcache_delay_ms);
   bool expired_early = expired_missed && expired_missed * EXPIRED_SHARE >= hak_bigcache_bytes();
   hak_ace_knob_step(&knobs[hak_knob_purge_delay_ms], now, retaken != 0, purge, purge);
   hak_ace_knob_step(&knobs[hak_knob_bigcache_delay_ms], now, expired_early, big, big);
+  hak_ace_knob_step(&knobs[hak_knob_bigcache_budget], now, missed ? doublings_to_hold(refused) : 0, PERIOD_MS, big);
   atomic_fetch_add_explicit(&periods, 1, memory_order_relaxed);
 }
 
@@ -133,6 +152,12 @@ void hak_ace_poll(void) {
   if (atomic_exchange_explicit(&busy, 1, memory_order_acquire)) return;
   if (atomic_compare_exchange_strong(&next_period, &due, now + PERIOD_MS)) judge(now);
   unlock();
+}
+
+/* A knob's value in its unit: bytes as a size, otherwise milliseconds. */
+void hak_ace_format(hak_out_t *o, enum hak_knob_e knob, uint64_t v) {
+  if (knob == hak_knob_bigcache_budget) hak_out_size(o, v);
+  else hak_out_u64(o, v);
 }
 
 /* In a forked child: the thread that was judging, if any, is gone. */
@@ -155,9 +180,9 @@ void hak_ace_describe(hak_out_t *o) {
     hak_out_str(o, i ? ", " : " ");
     hak_out_str(o, names[i]);
     hak_out_str(o, " ");
-    hak_out_u64(o, (uint64_t)knobs[i].min);
+    hak_ace_format(o, (enum hak_knob_e)i, (uint64_t)knobs[i].min);
     hak_out_str(o, "..");
-    hak_out_u64(o, (uint64_t)knobs[i].max);
+    hak_ace_format(o, (enum hak_knob_e)i, (uint64_t)knobs[i].max);
   }
 }
 

@@ -12,7 +12,8 @@
  * at most BIGCACHE_BUDGET bytes are kept, in blocks of at most
  * BIGCACHE_MAX_BLOCK. The adaptive controller (ace.c) lengthens the delay
  * while blocks are mapped anew soon after entries that could have served
- * them expired. */
+ * them expired, and (profile auto) raises the budget while freed blocks are
+ * refused for lack of it and others mapped anew. */
 #include "internal.h"
 
 #define SIZE_BITS_MASK ((uintptr_t)HAK_SS_MASK)
@@ -67,8 +68,9 @@ static void expiry_at_most(uint64_t when) {
 bool hak_bigcache_put(hak_large_t *hdr) {
   size_t size = hdr->map_size;
   if (size > (size_t)hak_opt(hak_option_bigcache_max_block) || size <= HAK_MID_MAX) return false;
-  if (atomic_fetch_add(&cached_bytes, size) + size > (size_t)hak_opt(hak_option_bigcache_budget)) {
+  if (atomic_fetch_add(&cached_bytes, size) + size > (size_t)hak_ace_value(hak_knob_bigcache_budget)) {
     atomic_fetch_sub(&cached_bytes, size);
+    hak_ace_sign(HAK_ACE_BIGCACHE_REFUSED, size);
     return false;
   }
   uint64_t now = hak_os_now_ms();
@@ -108,11 +110,12 @@ static hak_large_t *lookup(size_t min_size) {
   return NULL;
 }
 
-/* The same, and on a miss the sign the adaptive controller reads: whether
- * an entry that could have served it expired lately. */
+/* The same, and on a miss the signs the adaptive controller reads: a miss,
+ * and whether an entry that could have served it expired lately. */
 hak_large_t *hak_bigcache_take(size_t min_size) {
   hak_large_t *hdr = lookup(min_size);
   if (hdr) return hdr;
+  hak_ace_sign(HAK_ACE_BIGCACHE_MISSED, 1);
   hak_ace_poll();   /* a miss maps anew: the cost of a look at the clock is nothing beside it */
   uint64_t now = hak_os_now_ms(), window = REGRET_WINDOW * delay();
   unsigned first = bin_of(min_size);

@@ -143,6 +143,8 @@ HAK_INLINE uint64_t hak_deadline_min(uint64_t a, uint64_t b) { return !a ? b : !
 typedef enum {
   HAK_ACE_RETAKEN,            /* slab units taken back soon after a sweep decommitted them */
   HAK_ACE_EXPIRED_MISSED,     /* bytes of large allocations mapped anew soon after BigCache entries expired */
+  HAK_ACE_BIGCACHE_REFUSED,   /* bytes of freed large blocks the BigCache had no budget left for */
+  HAK_ACE_BIGCACHE_MISSED,    /* a large allocation the BigCache could not serve */
   HAK_ACE_SIGNS
 } hak_ace_sign_t;
 typedef struct hak_ace_knob_s {
@@ -155,16 +157,18 @@ typedef struct hak_ace_knob_s {
   uint64_t ups, downs;      /* steps taken */
 } hak_ace_knob_t;
 void hak_ace_knob_init(hak_ace_knob_t *k, long start, long max, uint64_t now);
-/* One period's decision: +1 up, -1 down, 0 none. regret: the period saw a
- * sign that the knob is too small; up_gap_ms: the least time between steps
- * up; scale_ms: the knob's timescale, which sets its hold. */
-int  hak_ace_knob_step(hak_ace_knob_t *k, uint64_t now, bool regret, uint64_t up_gap_ms, uint64_t scale_ms);
+/* One period's decision: +1 up, -1 down, 0 none. regret: the period saw
+ * signs that the knob is too small, by this many doublings (0: none);
+ * up_gap_ms: the least time between steps up; scale_ms: the knob's
+ * timescale, which sets its hold. */
+int  hak_ace_knob_step(hak_ace_knob_t *k, uint64_t now, unsigned regret, uint64_t up_gap_ms, uint64_t scale_ms);
 long hak_ace_value(enum hak_knob_e knob);
 void hak_ace_sign(hak_ace_sign_t sign, uint64_t n);   /* n: events, or bytes */
 void hak_ace_restart(void);
 void hak_ace_poll(void);
 void hak_ace_stats(struct hak_stats *st);
 void hak_ace_forked(void);
+void hak_ace_format(hak_out_t *o, enum hak_knob_e knob, uint64_t v);
 const char *hak_ace_name(enum hak_knob_e knob);
 void hak_ace_describe(hak_out_t *o);   /* the banner's line */
 

@@ -253,13 +253,13 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
     hak_out_str(o, "   ");
     hak_out_str(o, hak_ace_name((enum hak_knob_e)i));
     hak_out_str(o, " ");
-    hak_out_u64(o, k->value);
+    hak_ace_format(o, (enum hak_knob_e)i, k->value);
     hak_out_str(o, " (");
-    hak_out_u64(o, k->start);
+    hak_ace_format(o, (enum hak_knob_e)i, k->start);
     hak_out_str(o, ", ");
-    hak_out_u64(o, k->min);
+    hak_ace_format(o, (enum hak_knob_e)i, k->min);
     hak_out_str(o, "..");
-    hak_out_u64(o, k->max);
+    hak_ace_format(o, (enum hak_knob_e)i, k->max);
     hak_out_str(o, ", ");
     hak_out_u64(o, k->ups);
     hak_out_str(o, " / ");

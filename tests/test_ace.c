@@ -9,7 +9,7 @@
 #include "check.h"
 #include "internal.h"
 
-#define PERIOD 50   /* ms between decisions, as ace.c judges */
+#define PERIOD 10   /* ms between decisions, as ace.c judges */
 
 /* Keep the compiler from dropping an allocation it can see is unused. */
 static void escape(void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
@@ -199,6 +199,45 @@ static void test_bigcache_delay_follows_reuse(void) {
   hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_BALANCED]);
 }
 
+/* Profile auto: 32 large blocks of 1..2 MiB (4 of each of 8 sizes, so that
+ * no size bin of the BigCache overflows) freed and taken again overflow its
+ * 16 MiB BigCache: blocks are refused, others mapped anew, so the budget
+ * grows, by as many doublings as the refused bytes ask for, until a whole
+ * round is served from the cache; never above balanced's 128 MiB. */
+static void test_bigcache_budget(void) {
+  hak_option_set(hak_option_profile, HAK_PROFILE_AUTO);
+  hak_option_set(hak_option_bigcache_delay_ms, 5000);   /* no expiry in between */
+  struct hak_knob_stats k0 = knob(hak_knob_bigcache_budget);
+  CHECK(k0.value == 16 << 20 && k0.max == 128 << 20, "auto budget %llu, bound %llu", k0.value, k0.max);
+  void *p[32];
+  unsigned long long misses = 0;
+  int round = 0;
+  for (; round < 40; round++) {
+    struct hak_stats before, after;
+    hak_stats_get(&before);
+    for (int i = 0; i < 32; i++) {
+      size_t size = (1 << 20) + (size_t)(i % 8) * (128 << 10);
+      escape(p[i] = malloc(size));
+      memset(p[i], i, size);
+    }
+    for (int i = 0; i < 32; i++) free(p[i]);
+    hak_stats_get(&after);
+    misses = after.bigcache_misses - before.bigcache_misses;
+    if (round > 0 && misses == 0) break;
+    churn_small();
+    nap_ms(PERIOD + 10);
+    churn_small();
+  }
+  struct hak_knob_stats k1 = knob(hak_knob_bigcache_budget);
+  CHECK(misses == 0, "a round of 32 blocks still missed %llu times (budget %llu)", misses, k1.value);
+  CHECK(k1.value >= 64ull << 20 && k1.value <= k1.max && k1.ups > k0.ups, "budget %llu after %llu steps up", k1.value,
+        k1.ups);
+  hak_option_set(hak_option_profile, HAK_PROFILE_BALANCED);
+  struct hak_knob_stats k2 = knob(hak_knob_bigcache_budget);
+  CHECK(k2.value == 128 << 20 && k2.min == k2.max, "balanced: budget %llu, fixed at its option", k2.value);
+  hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_BALANCED]);
+}
+
 /* The report says what the controller did. */
 static void collect(const char *text, void *arg) {
   char *buf = arg;
@@ -222,6 +261,7 @@ int main(void) {
   test_no_oscillation();
   test_purge_delay_follows_retaking();
   test_bigcache_delay_follows_reuse();
+  test_bigcache_budget();
   test_report();
   return test_done("test_ace");
 }
