@@ -24,9 +24,7 @@
  * allocator (found with dlsym) its knobs (docs/ace.md), BigCache bytes and
  * free slab bytes not given back yet. The sampler itself never allocates. */
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <stdatomic.h>
-#include <unistd.h>
 
 #include "../include/hakmem.h"
 #include "bench.h"
@@ -73,18 +71,6 @@ static _Atomic int phase, tracing;
 static const char *const phase_names[] = {"burst", "quiet", "buffers", "threads", "end"};
 static void (*stats_get)(struct hak_stats *);
 
-static long statm_rss_kib(void) {
-  char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  char *p = strchr(buf, ' ');
-  return p ? strtol(p + 1, NULL, 10) * (sysconf(_SC_PAGESIZE) / 1024) : -1;
-}
-
 static void *sampler(void *arg) {
   (void)arg;
   static struct hak_stats st;
@@ -93,7 +79,7 @@ static void *sampler(void *arg) {
     struct sample *s = &trace[traced++];
     s->ms = (long)((bench_now() - t0) * 1000);
     s->phase = atomic_load(&phase);
-    s->rss_kib = statm_rss_kib();
+    s->rss_kib = bench_rss_kib();
     if (stats_get) {
       stats_get(&st);
       for (int k = 0; k < hak_knob_count; k++) s->knobs[k] = st.knobs[k].value;

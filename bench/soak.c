@@ -142,19 +142,6 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-/* Resident set in KiB, read with system calls only. */
-static long rss_kib(void) {
-  char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  char *p = strchr(buf, ' ');
-  return p ? strtol(p, NULL, 10) * (sysconf(_SC_PAGESIZE) / 1024) : -1;
-}
-
 static void (*stats_get)(struct hak_stats *);
 
 static long long syscalls(void) {
@@ -221,7 +208,7 @@ int main(int argc, char **argv) {
     }
     double t = bench_now();
     uint64_t ops = atomic_load(&ops_total);
-    s[i] = (struct sample){t - start, (double)(ops - last_ops) / (t - last), rss_kib(), syscalls(), ops};
+    s[i] = (struct sample){t - start, (double)(ops - last_ops) / (t - last), bench_rss_kib(), syscalls(), ops};
     if (out) fprintf(out, "%.3f,%.0f,%ld,%lld\n", s[i].t, s[i].ops_per_s, s[i].rss, s[i].sys);
     last = t;
     last_ops = ops;
