@@ -15,7 +15,8 @@
  *
  * The controller runs at most once per PERIOD_MS, from the slow paths
  * (hak_release_tick, a BigCache miss) and from the background purger,
- * never from a fast path. Knob values are read with relaxed loads wherever they are used. */
+ * never from a fast path. Knob values are read with relaxed loads wherever
+ * they are used. */
 #include "internal.h"
 
 #define PERIOD_MS 10
@@ -96,7 +97,8 @@ static void lock(void) {
 static void unlock(void) { atomic_store_explicit(&busy, 0, memory_order_release); }
 
 /* Every knob back to its option's value, within the bounds of the profile
- * (none with ACE=0): at init, and whenever a program sets an option. */
+ * (none with ACE=0): at init, and when a program sets an option the
+ * controller depends on (hak_ace_option_set). */
 void hak_ace_restart(void) {
   lock();
   uint64_t now = hak_os_now_ms();
@@ -111,18 +113,15 @@ void hak_ace_restart(void) {
   unlock();
 }
 
-static uint64_t taken(hak_ace_sign_t sign) { return atomic_exchange_explicit(&signs[sign], 0, memory_order_relaxed); }
+/* A program set an option: the knobs start over if it is one of theirs,
+ * the profile or ACE itself. */
+void hak_ace_option_set(hak_option_t option) {
+  bool mine = option == hak_option_profile || option == hak_option_ace;
+  for (unsigned i = 0; i < hak_knob_count; i++) mine |= knob_desc[i].option == option;
+  if (mine) hak_ace_restart();
+}
 
-/* Judge one period. A delay may double once per its own length (its
- * effect shows no sooner); the BigCache budget once per period, since
- * refusals and new mappings in one period show its effect at once (by as
- * many doublings as the bytes refused ask for), and it relaxes on the
- * timescale of its entries' lifetime. The BigCache delay
- * holds every entry longer, so it grows only when the bytes mapped anew
- * after expiries are worth it: at least 1/EXPIRED_SHARE of what the cache
- * holds (a size that comes back now and then, while the cache is busy with
- * others, is not). */
-#define EXPIRED_SHARE 8
+static uint64_t taken(hak_ace_sign_t sign) { return atomic_exchange_explicit(&signs[sign], 0, memory_order_relaxed); }
 
 /* How many doublings of the BigCache budget would have kept the bytes it
  * refused, besides what it holds. */
@@ -133,6 +132,15 @@ static unsigned doublings_to_hold(uint64_t refused) {
   return n ? n : refused != 0;
 }
 
+/* Judge one period. A delay may double once per its own length (its
+ * effect shows no sooner); the BigCache budget once per period, since
+ * refusals and new mappings in one period show its effect at once (by as
+ * many doublings as the bytes refused ask for), and it relaxes on the
+ * timescale of its entries' lifetime. The BigCache delay holds every entry
+ * longer, so it grows only when the bytes mapped anew after expiries are
+ * worth it: at least 1/EXPIRED_SHARE of what the cache holds (a size that
+ * comes back now and then, while the cache is busy with others, is not). */
+#define EXPIRED_SHARE 8
 static void judge(uint64_t now) {
   uint64_t retaken = taken(HAK_ACE_RETAKEN), expired_missed = taken(HAK_ACE_EXPIRED_MISSED);
   uint64_t refused = taken(HAK_ACE_BIGCACHE_REFUSED), missed = taken(HAK_ACE_BIGCACHE_MISSED);

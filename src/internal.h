@@ -165,6 +165,7 @@ int  hak_ace_knob_step(hak_ace_knob_t *k, uint64_t now, unsigned regret, uint64_
 long hak_ace_value(enum hak_knob_e knob);
 void hak_ace_sign(hak_ace_sign_t sign, uint64_t n);   /* n: events, or bytes */
 void hak_ace_restart(void);
+void hak_ace_option_set(hak_option_t option);
 void hak_ace_poll(void);
 void hak_ace_stats(struct hak_stats *st);
 void hak_ace_forked(void);

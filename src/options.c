@@ -247,7 +247,7 @@ HAK_EXPORT int hak_option_set(hak_option_t option, long value) {
   hak_option_values[option] = value;
   explicitly_set[option] = true;
   if (option == hak_option_profile) apply_profile();
-  hak_ace_restart();
+  hak_ace_option_set(option);
   return 0;
 }
 

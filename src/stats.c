@@ -243,8 +243,9 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   hak_out_str(o, ", purger ");
   hak_out_u64(o, st->purger_passes);
   hak_out_str(o, " passes\n ace: ");
-  if (!hak_opt(hak_option_ace)) hak_out_str(o, "off (ACE=0), knobs fixed at their options\n");
-  else {
+  if (!hak_opt(hak_option_ace)) {
+    hak_out_str(o, "off (ACE=0), knobs fixed at their options\n");
+  } else {
     hak_out_u64(o, st->ace_periods);
     hak_out_str(o, " periods judged; knob now (start, range, steps up / down):\n");
   }

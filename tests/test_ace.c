@@ -158,6 +158,8 @@ static void test_purge_delay_follows_retaking(void) {
   CHECK(v >= 40, "purge delay %ld ms after taking back trimmed units 40 times (start 10)", v);
   struct hak_knob_stats k1 = knob(hak_knob_purge_delay_ms);
   CHECK(k1.ups >= 2 && k1.ups > k0.ups && k1.value <= k1.max, "%llu steps up, value %llu", k1.ups, k1.value);
+  hak_option_set(hak_option_keep_empty_superslabs, hak_option_get(hak_option_keep_empty_superslabs));
+  CHECK(knob(hak_knob_purge_delay_ms).value == k1.value, "an option that is no knob's restarted the knobs");
 
   hak_option_set(hak_option_ace, 0);
   v = retake_cycles(10);
