@@ -123,8 +123,6 @@ const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_M
   X(os_remaps, "mremap calls")                                             \
   X(purger_passes, "sweeps of the background purger")                     \
   X(ace_periods, "periods the adaptive controller has judged")             \
-  X(ace_cache_ups, "unified cache capacities doubled (profile auto)")      \
-  X(ace_cache_downs, "unified cache capacities halved (profile auto)")     \
   X(rss, "resident set size now, bytes")                                   \
   X(rss_peak, "peak resident set size, bytes")                             \
   X(allocs, "blocks allocated, all tiers")                                 \

@@ -168,14 +168,6 @@ void hak_ace_format(hak_out_t *o, enum hak_knob_e knob, uint64_t v) {
   else hak_out_u64(o, v);
 }
 
-static _Atomic uint64_t cache_ups, cache_downs;
-
-bool hak_ace_adapts_caches(void) {
-  return hak_opt(hak_option_ace) && hak_opt(hak_option_profile) == HAK_PROFILE_AUTO;
-}
-
-void hak_ace_cache_step(int dir) { atomic_fetch_add_explicit(dir > 0 ? &cache_ups : &cache_downs, 1, memory_order_relaxed); }
-
 /* In a forked child: the thread that was judging, if any, is gone. */
 void hak_ace_forked(void) { atomic_store_explicit(&busy, 0, memory_order_relaxed); }
 
@@ -211,6 +203,4 @@ __attribute__((no_sanitize("thread"))) void hak_ace_stats(struct hak_stats *st) 
                                            (unsigned long long)k->max, k->ups, k->downs};
   }
   st->ace_periods = atomic_load_explicit(&periods, memory_order_relaxed);
-  st->ace_cache_ups = atomic_load_explicit(&cache_ups, memory_order_relaxed);
-  st->ace_cache_downs = atomic_load_explicit(&cache_downs, memory_order_relaxed);
 }

@@ -7,66 +7,6 @@
 
 #define FLUSH_ALL_AFTER 4   /* consecutive flushes of a class before one returns the whole cache */
 
-/* ---- capacity (profile auto: the adaptive controller's per-class knob)
- *
- * A class's cache array has room for cache_len blocks. In profile auto a
- * heap's caches start at a quarter of that (at least 2) and double, up to
- * it, whenever a class swings from empty to full or from full to empty
- * between two slow paths: the churn is wider than the cache and each swing
- * costs a refill or a flush. Every REMOTE_COLLECT_EVERY-th release tick
- * (release.c) is a look for idle caches: those of classes idle for
- * IDLE_LOOKS looks halve again, giving their blocks back to the slabs. In
- * the fixed profiles the capacity is the array's. */
-
-static uint32_t cache_floor(const hak_heap_t *h, unsigned cls) {
-  uint32_t len = h->cache_len[cls];
-  if (!hak_ace_adapts_caches()) return len;
-  return len / 4 > 2 ? len / 4 : len < 2 ? len : 2;
-}
-
-/* Double the class's capacity if it may grow; true if it did. */
-static bool cache_grow(hak_heap_t *h, unsigned cls) {
-  hak_ucache_t *c = &h->cache[cls];
-  uint32_t cap = hak_cache_cap(c), len = h->cache_len[cls];
-  if (cap >= len || !hak_ace_adapts_caches()) return false;
-  c->end = c->items + (2 * cap < len ? 2 * cap : len);
-  hak_ace_cache_step(1);
-  return true;
-}
-
-/* Set every class's capacity to its floor (the caches are empty). */
-void hak_cache_reset(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) h->cache[c].end = h->cache[c].items + cache_floor(h, c);
-}
-
-/* Halve the capacity of classes idle for IDLE_LOOKS looks in a row: no
- * refill or flush, and as many blocks cached at each look (a class in use
- * moves its top; one that fits its cache may seem idle at one look, not
- * at eight). */
-#define IDLE_LOOKS 8
-void hak_cache_shrink_idle(hak_heap_t *h) {
-  if (!hak_ace_adapts_caches()) return;
-  for (unsigned cls = 0; cls < HAK_CLASSES; cls++) {
-    hak_ucache_t *c = &h->cache[cls];
-    uint16_t seen = h->cached_seen[cls];
-    h->cached_seen[cls] = (uint16_t)hak_cache_count(c);
-    if (h->active[cls] || seen != h->cached_seen[cls]) {
-      h->active[cls] = 0;
-      h->idle_looks[cls] = 0;
-      continue;
-    }
-    if (++h->idle_looks[cls] < IDLE_LOOKS) continue;
-    h->idle_looks[cls] = 0;
-    uint32_t cap = hak_cache_cap(c), floor = cache_floor(h, cls);
-    if (cap <= floor) continue;
-    uint32_t want = cap / 2 > floor ? cap / 2 : floor, n = hak_cache_count(c);
-    if (n > want) hak_cache_flush(h, cls, n - want);
-    c->end = c->items + want;
-    h->cached_seen[cls] = (uint16_t)hak_cache_count(c);
-    hak_ace_cache_step(-1);
-  }
-}
-
 /* Blocks first..end-1 of slab s have been carved: free accepts them now. The
  * limit of each unit they start in becomes the carved count (types.h). */
 static void slab_accept(hak_slab_t *s, uint32_t first, uint32_t end) {
@@ -123,14 +63,12 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
   if (c->top != c->items) return hak_cache_count(c);   /* the tick's allocations refilled it */
-  if (h->flushing[cls]) cache_grow(h, cls);   /* full to empty */
   uint32_t cap = hak_cache_cap(c);
   uint32_t batch = h->refill_batch[cls];
-  if (HAK_UNLIKELY(batch != cap / 2)) batch = refill_ramp(h, cls, batch, cap / 2);   /* also after a shrink */
+  if (HAK_UNLIKELY(batch < cap / 2)) batch = refill_ramp(h, cls, batch, cap / 2);
   void **want = c->items + batch;
   HAK_COUNT(h->counters[cls].refills, 1);
   h->flushing[cls] = 0;
-  h->active[cls] = 1;
   c->top += hak_heap_take_remote(h, cls, c->top, cap - cap / 4);   /* the cache is empty */
   while (c->top < want) {
     hak_slab_t *s = h->warm[cls];
@@ -199,12 +137,11 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
 HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
-  h->active[cls] = 1;
   /* Half the cache goes back, or all of it on a long run of frees (from
    * the FLUSH_ALL_AFTER-th flush with no refill between; shorter runs come
    * and go in steady churn): what stays pins slabs. Not if the tick's
-   * allocations took some, nor if the capacity grows (empty to full). */
-  if (c->top == c->end && !(h->flushing[cls] == 0 && cache_grow(h, cls)))
+   * allocations took some. */
+  if (c->top == c->end)
     hak_cache_flush(h, cls, h->flushing[cls] >= FLUSH_ALL_AFTER - 1 ? hak_cache_cap(c) : hak_cache_cap(c) / 2);
   if (h->flushing[cls] < FLUSH_ALL_AFTER) h->flushing[cls]++;
   *c->top++ = p;

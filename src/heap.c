@@ -78,14 +78,13 @@ static hak_heap_t *heap_new(void) {
   void **it = (void **)(h + 1);
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     h->cache[c].top = h->cache[c].items = it;
-    h->cache_len[c] = (uint16_t)caps[c];
+    h->cache[c].end = it + caps[c];
     hak_remote_batch_t *b = &h->outgoing[c];
     b->limit = caps[c] >= 8 ? caps[c] / 4 : 1;
     uint32_t words = hak_class_size[c] / sizeof(void *);
     b->room = !hak_batch_counted(c) ? 0 : words - 3 < b->limit - 1 ? words - 3 : b->limit - 1;
     it += caps[c];
   }
-  hak_cache_reset(h);
   hak_heap_t *old = atomic_load(&heaps);
   do {
     h->next_heap = old;
@@ -161,7 +160,6 @@ void hak_heap_give_back(hak_heap_t *h) {
 int hak_heap_release_all(hak_heap_t *h, bool now) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_flush(h, c, hak_cache_count(&h->cache[c]));
   memset(h->refill_batch, 0, sizeof h->refill_batch);   /* the next user starts slowly again */
-  hak_cache_reset(h);
   hak_heap_collect_all(h);
   hak_remote_flush_all(h);
   return hak_release_purge(h, now);

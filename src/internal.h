@@ -113,8 +113,6 @@ void *hak_malloc_slow(size_t size);
 void *hak_malloc_class(unsigned cls, size_t size);   /* ENOMEM and NULL if none */
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
-void  hak_cache_reset(hak_heap_t *h);          /* empty caches to their least capacity */
-void  hak_cache_shrink_idle(hak_heap_t *h);
 
 /* ---- superslab.c: SuperSlabs and the slabs carved from them */
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);
@@ -171,8 +169,6 @@ void hak_ace_option_set(hak_option_t option);
 void hak_ace_poll(void);
 void hak_ace_stats(struct hak_stats *st);
 void hak_ace_forked(void);
-bool hak_ace_adapts_caches(void);    /* profile auto with ACE on: cache capacities move (cache.c) */
-void hak_ace_cache_step(int dir);    /* count one such move, +1 up or -1 down */
 void hak_ace_format(hak_out_t *o, enum hak_knob_e knob, uint64_t v);
 const char *hak_ace_name(enum hak_knob_e knob);
 void hak_ace_describe(hak_out_t *o);   /* the banner's line */

@@ -143,7 +143,7 @@ static void subtract_baseline(struct hak_stats *st) {
 #define EVENT_(name) st->name -= b->name;
   EVENT_(bigcache_hits) EVENT_(bigcache_misses) EVENT_(os_maps) EVENT_(os_map_bytes) EVENT_(os_unmaps)
   EVENT_(os_unmap_bytes) EVENT_(os_decommits) EVENT_(os_decommit_bytes) EVENT_(os_remaps) EVENT_(purger_passes)
-  EVENT_(allocs) EVENT_(frees) EVENT_(ace_periods) EVENT_(ace_cache_ups) EVENT_(ace_cache_downs)
+  EVENT_(allocs) EVENT_(frees) EVENT_(ace_periods)
   for (unsigned i = 0; i < hak_knob_count; i++) {
     EVENT_(knobs[i].ups) EVENT_(knobs[i].downs)
   }
@@ -266,13 +266,6 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
     hak_out_str(o, " / ");
     hak_out_u64(o, k->downs);
     hak_out_str(o, ")\n");
-  }
-  if (hak_ace_adapts_caches()) {
-    hak_out_str(o, "   unified cache capacities (per class and thread): ");
-    hak_out_u64(o, st->ace_cache_ups);
-    hak_out_str(o, " doubled, ");
-    hak_out_u64(o, st->ace_cache_downs);
-    hak_out_str(o, " halved\n");
   }
   hak_out_str(o, " rss: ");
   put_mib(o, st->rss);

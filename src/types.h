@@ -223,11 +223,6 @@ typedef struct hak_heap_s {
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */
-  uint8_t      active[HAK_CLASSES];    /* a refill or flush since the last look for idle caches (cache.c) */
-  uint16_t     cache_len[HAK_CLASSES]; /* blocks the class's cache array has room for: its
-                                          capacity (end) moves below this (cache.c) */
-  uint16_t     cached_seen[HAK_CLASSES];   /* blocks cached at the last look for idle caches */
-  uint8_t      idle_looks[HAK_CLASSES];    /* looks in a row that found the class idle */
   uint16_t     refill_batch[HAK_CLASSES];   /* blocks the next refill takes, 0: a page's worth (cache.c) */
   /* What other threads read or write, apart from the owner's fields so
    * that they do not share lines: the list link and the state (read by

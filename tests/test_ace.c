@@ -3,7 +3,6 @@
  * bounds, it relaxes), then the knobs of a running allocator moving on real
  * signs, and standing still with HAKMEM_ACE=0. Linked against the static
  * library with the override on. */
-#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -241,70 +240,6 @@ static void test_bigcache_budget(void) {
   hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_BALANCED]);
 }
 
-/* Profile auto, in a thread of its own (a new heap): a class's cache starts
- * at a quarter of its array, doubles while the class swings between empty
- * and full, halves after the class stayed idle while other classes kept
- * the heap busy, and a refill after that never fills it past its capacity
- * (nor loses a block). */
-static void alloc_free_round(size_t size, int n, uint64_t tag) {
-  static unsigned char *p[512];
-  for (int i = 0; i < n; i++) {
-    escape(p[i] = malloc(size));
-    pattern_fill(p[i], size, tag + (uint64_t)i, 0);
-  }
-  int bad = 0;
-  for (int i = 0; i < n; i++) bad += !pattern_ok(p[i], size, tag + (uint64_t)i, 0);
-  CHECK(bad == 0, "%d blocks of %zu B lost their contents", bad, size);
-  for (int i = 0; i < n; i++) free(p[i]);
-}
-
-static void *cache_capacity_thread(void *arg) {
-  (void)arg;
-  void *first = malloc(64);
-  escape(first);
-  free(first);
-  hak_heap_t *h = hak_tls_heap;
-  CHECK(h != &hak_heap_empty, "the thread has no heap");
-  unsigned cls = hak_class_of(64);
-  hak_ucache_t *c = &h->cache[cls];
-  uint32_t len = h->cache_len[cls];
-  CHECK(hak_cache_cap(c) == len / 4, "a new heap's cache holds %u of %u blocks, not a quarter", hak_cache_cap(c), len);
-  for (int r = 0; r < 20; r++) alloc_free_round(64, 400, (uint64_t)r << 20);
-  CHECK(hak_cache_cap(c) == len, "a swinging class's cache grew to %u of %u blocks", hak_cache_cap(c), len);
-  static unsigned char *kept[200];   /* allocated last: the class's last slow path is a refill */
-  for (int i = 0; i < 200; i++) escape(kept[i] = malloc(64));
-  for (int r = 0; r < 2000 && hak_cache_cap(c) > len / 4; r++) alloc_free_round(512, 400, (uint64_t)r << 20);
-  CHECK(hak_cache_cap(c) == len / 4 && hak_cache_count(c) <= hak_cache_cap(c),
-        "an idle class's cache kept %u of %u blocks (capacity %u)", hak_cache_count(c), len, hak_cache_cap(c));
-  static unsigned char *p[300];
-  int over = 0, bad = 0;
-  for (int i = 0; i < 300; i++) {
-    escape(p[i] = malloc(64));
-    pattern_fill(p[i], 64, 7000 + (uint64_t)i, 0);
-    over += hak_cache_count(c) > hak_cache_cap(c);
-  }
-  for (int i = 0; i < 300; i++) bad += !pattern_ok(p[i], 64, 7000 + (uint64_t)i, 0);
-  for (int i = 0; i < 300; i++) free(p[i]);
-  for (int i = 0; i < 200; i++) free(kept[i]);
-  CHECK(over == 0, "after the shrink, %d allocations left the cache holding more than its capacity", over);
-  CHECK(bad == 0, "%d blocks lost their contents", bad);
-  return NULL;
-}
-
-static void test_cache_capacity(void) {
-  hak_option_set(hak_option_profile, HAK_PROFILE_AUTO);
-  struct hak_stats before, after;
-  hak_stats_get(&before);
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, cache_capacity_thread, NULL) == 0, "thread");
-  pthread_join(t, NULL);
-  hak_stats_get(&after);
-  CHECK(after.ace_cache_ups > before.ace_cache_ups && after.ace_cache_downs > before.ace_cache_downs,
-        "capacity steps not counted: %llu up, %llu down", after.ace_cache_ups - before.ace_cache_ups,
-        after.ace_cache_downs - before.ace_cache_downs);
-  hak_option_set(hak_option_profile, HAK_PROFILE_BALANCED);
-}
-
 /* The report says what the controller did. */
 static void collect(const char *text, void *arg) {
   char *buf = arg;
@@ -329,7 +264,6 @@ int main(void) {
   test_purge_delay_follows_retaking();
   test_bigcache_delay_follows_reuse();
   test_bigcache_budget();
-  test_cache_capacity();
   test_report();
   return test_done("test_ace");
 }
