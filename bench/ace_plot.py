@@ -102,9 +102,8 @@ def main():
         sys.exit("ace_plot.py: no trace")
     tmax = max(r[-1]["ms"] for r in traces.values())
     rss_max = max(x["rss_kib"] for r in traces.values() for x in r) / 1024 * 1.05
-    colours = {n: svgchart._colour(n.split(":")[0] if n.split(":")[0] != "hakmem" else n, i)
-               for i, n in enumerate(traces)}
-    colours.update({"hakmem:auto": "#d62728"})
+    colours = {n: svgchart._colour(n, i) for i, n in enumerate(traces)}
+    colours["hakmem:auto"] = svgchart.COLOURS["hakmem"]
     series = [(n, colours[n], [(x["ms"], x["rss_kib"] / 1024) for x in r], None if n == "hakmem:auto" else "4,3")
               for n, r in traces.items()]
     auto = traces.get("hakmem:auto")

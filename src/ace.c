@@ -153,9 +153,10 @@ static void judge(uint64_t now) {
   atomic_fetch_add_explicit(&periods, 1, memory_order_relaxed);
 }
 
-/* Judge the period just ended, if one has; called from slow paths. */
-void hak_ace_poll(void) {
-  uint64_t now = hak_os_now_ms(), due = atomic_load_explicit(&next_period, memory_order_relaxed);
+/* Judge the period just ended at now (ms), if one has; called from slow
+ * paths. */
+void hak_ace_poll(uint64_t now) {
+  uint64_t due = atomic_load_explicit(&next_period, memory_order_relaxed);
   if (now < due || !hak_opt(hak_option_ace)) return;
   if (atomic_exchange_explicit(&busy, 1, memory_order_acquire)) return;
   if (atomic_compare_exchange_strong(&next_period, &due, now + PERIOD_MS)) judge(now);

@@ -116,8 +116,8 @@ hak_large_t *hak_bigcache_take(size_t min_size) {
   hak_large_t *hdr = lookup(min_size);
   if (hdr) return hdr;
   hak_ace_sign(HAK_ACE_BIGCACHE_MISSED, 1);
-  hak_ace_poll();   /* a miss maps anew: the cost of a look at the clock is nothing beside it */
   uint64_t now = hak_os_now_ms(), window = REGRET_WINDOW * delay();
+  hak_ace_poll(now);   /* a miss maps anew: the cost of a look at the clock is nothing beside it */
   unsigned first = bin_of(min_size);
   for (unsigned b = first; b < last_bin(first); b++) {
     uint64_t expired = atomic_load_explicit(&expired_at[b], memory_order_relaxed);

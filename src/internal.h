@@ -166,7 +166,7 @@ long hak_ace_value(enum hak_knob_e knob);
 void hak_ace_sign(hak_ace_sign_t sign, uint64_t n);   /* n: events, or bytes */
 void hak_ace_restart(void);
 void hak_ace_option_set(hak_option_t option);
-void hak_ace_poll(void);
+void hak_ace_poll(uint64_t now);
 void hak_ace_stats(struct hak_stats *st);
 void hak_ace_forked(void);
 void hak_ace_format(hak_out_t *o, enum hak_knob_e knob, uint64_t v);

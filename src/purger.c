@@ -33,9 +33,10 @@ uint64_t hak_purger_passes(void) { return atomic_load_explicit(&passes, memory_o
 static uint64_t purge_pass(void) {
   int released = 0;
   uint64_t next = hak_release_sweep_all(false, &released);
-  uint64_t abandoned = hak_release_abandoned(hak_os_now_ms());
+  uint64_t now = hak_os_now_ms();
+  uint64_t abandoned = hak_release_abandoned(now);
   uint64_t big = hak_bigcache_tick();
-  hak_ace_poll();
+  hak_ace_poll(now);
   atomic_fetch_add_explicit(&passes, 1, memory_order_relaxed);
   return hak_deadline_min(hak_deadline_min(next, abandoned), big);
 }

@@ -180,7 +180,7 @@ void hak_release_tick(hak_heap_t *h) {
   if (++h->ticks % REMOTE_COLLECT_EVERY == 0) {
     hak_heap_collect_all(h);
     hak_remote_flush_all(h);
-    hak_ace_poll();
+    hak_ace_poll(hak_os_now_ms());
   }
   uint64_t abandoned = atomic_load_explicit(&abandoned_due, memory_order_relaxed);
   if (h->purge_at || abandoned) {

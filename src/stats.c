@@ -190,6 +190,30 @@ static void put_row(hak_out_t *o, const uint64_t *values, const uint8_t *widths,
   hak_out_str(o, "\n");
 }
 
+/* The controller's line of the text report and a line per knob. */
+static void print_knobs(hak_out_t *o, const struct hak_stats *st) {
+  hak_out_u64(o, st->ace_periods);
+  hak_out_str(o, " periods judged; knob now (start, range, steps up / down):\n");
+  for (unsigned i = 0; i < hak_knob_count; i++) {
+    const struct hak_knob_stats *k = &st->knobs[i];
+    hak_out_str(o, "   ");
+    hak_out_str(o, hak_ace_name((enum hak_knob_e)i));
+    hak_out_str(o, " ");
+    hak_ace_format(o, (enum hak_knob_e)i, k->value);
+    hak_out_str(o, " (");
+    hak_ace_format(o, (enum hak_knob_e)i, k->start);
+    hak_out_str(o, ", ");
+    hak_ace_format(o, (enum hak_knob_e)i, k->min);
+    hak_out_str(o, "..");
+    hak_ace_format(o, (enum hak_knob_e)i, k->max);
+    hak_out_str(o, ", ");
+    hak_out_u64(o, k->ups);
+    hak_out_str(o, " / ");
+    hak_out_u64(o, k->downs);
+    hak_out_str(o, ")\n");
+  }
+}
+
 static void print_text(hak_out_t *o, const struct hak_stats *st) {
   hak_out_str(o, "hakmem statistics (profile ");
   hak_option_format(o, hak_option_profile, hak_opt(hak_option_profile));
@@ -243,30 +267,8 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   hak_out_str(o, ", purger ");
   hak_out_u64(o, st->purger_passes);
   hak_out_str(o, " passes\n ace: ");
-  if (!hak_opt(hak_option_ace)) {
-    hak_out_str(o, "off (ACE=0), knobs fixed at their options\n");
-  } else {
-    hak_out_u64(o, st->ace_periods);
-    hak_out_str(o, " periods judged; knob now (start, range, steps up / down):\n");
-  }
-  for (unsigned i = 0; hak_opt(hak_option_ace) && i < hak_knob_count; i++) {
-    const struct hak_knob_stats *k = &st->knobs[i];
-    hak_out_str(o, "   ");
-    hak_out_str(o, hak_ace_name((enum hak_knob_e)i));
-    hak_out_str(o, " ");
-    hak_ace_format(o, (enum hak_knob_e)i, k->value);
-    hak_out_str(o, " (");
-    hak_ace_format(o, (enum hak_knob_e)i, k->start);
-    hak_out_str(o, ", ");
-    hak_ace_format(o, (enum hak_knob_e)i, k->min);
-    hak_out_str(o, "..");
-    hak_ace_format(o, (enum hak_knob_e)i, k->max);
-    hak_out_str(o, ", ");
-    hak_out_u64(o, k->ups);
-    hak_out_str(o, " / ");
-    hak_out_u64(o, k->downs);
-    hak_out_str(o, ")\n");
-  }
+  if (!hak_opt(hak_option_ace)) hak_out_str(o, "off (ACE=0), knobs fixed at their options\n");
+  else print_knobs(o, st);
   hak_out_str(o, " rss: ");
   put_mib(o, st->rss);
   hak_out_str(o, " now, ");
