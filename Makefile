@@ -1,4 +1,5 @@
-# hakmem build.  `make` builds the libraries, `make test` runs the suite.
+# hakmem build.  `make` builds the libraries and the hakmem command, `make
+# test` runs the suite, `make install` / `make uninstall` (PREFIX, DESTDIR).
 #
 # Build variants (each in its own directory under build/):
 #   build/            release: libhakmem.so, libhakmem.a (malloc override on)
@@ -16,12 +17,17 @@ STAT    ?= 1     # statistics level: 0 none, 1 counters, 2 also bytes requested
 LIBFLAGS := -fPIC -fvisibility=hidden -fno-plt -ftls-model=initial-exec -fexceptions
 
 SRCS := $(wildcard src/*.c) src/os/linux.c
+
+# The version, from include/hakmem.h; the shared library's soname carries the major.
+VERSION := $(shell sed -n 's/^\#define HAKMEM_VERSION_[A-Z]* *//p' include/hakmem.h | paste -sd.)
+MAJOR   := $(firstword $(subst ., ,$(VERSION)))
+SONAME  := libhakmem.so.$(MAJOR)
 HDRS := $(wildcard include/*.h src/*.h)
 
 B := build
 
 .PHONY: all test clean bench-programs
-all: $(B)/libhakmem.so $(B)/libhakmem.a bench-programs
+all: $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem bench-programs
 
 # --- one library variant: $(1)=dir $(2)=extra cflags $(3)=override(0/1) $(4)=stat level
 define LIBVARIANT
@@ -39,8 +45,44 @@ $(eval $(call LIBVARIANT,$(B)/asan,-fsanitize=address -fno-omit-frame-pointer,0)
 $(eval $(call LIBVARIANT,$(B)/tsan,-fsanitize=thread,0))
 $(eval $(call LIBVARIANT,$(B)/stat2,,1,2))
 
-$(B)/libhakmem.so: $(patsubst src/%.c,$(B)/obj/%.o,$(SRCS))
-	$(CC) -shared -Wl,-soname,libhakmem.so -Wl,-z,now -o $@ $^ -lpthread
+$(B)/libhakmem.so.$(VERSION): $(patsubst src/%.c,$(B)/obj/%.o,$(SRCS))
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,now -o $@ $^ -lpthread
+$(B)/$(SONAME) $(B)/libhakmem.so: $(B)/libhakmem.so.$(VERSION)
+	ln -sfn $(notdir $<) $@
+
+# The command that runs a program with hakmem preloaded (tools/hakmem.c); it
+# finds the library beside itself or in ../lib.
+$(B)/hakmem: tools/hakmem.c include/hakmem.h $(B)/libhakmem.a $(B)/$(SONAME) $(B)/libhakmem.so
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -o $@ $< $(B)/libhakmem.a -lpthread
+
+# --- install: make install [PREFIX=/usr/local] [DESTDIR=staging] (README.md, "Install")
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
+DOCDIR     ?= $(PREFIX)/share/doc/hakmem
+CMAKEDIR   := $(LIBDIR)/cmake/hakmem
+PKG_SUBST  := sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' -e 's|@PREFIX@|$(PREFIX)|g' \
+                  -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g'
+
+.PHONY: install uninstall
+install: $(B)/libhakmem.so.$(VERSION) $(B)/libhakmem.a $(B)/hakmem
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)
+	install -m 755 $(B)/libhakmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sfn libhakmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sfn $(SONAME) $(DESTDIR)$(LIBDIR)/libhakmem.so
+	install -m 644 $(B)/libhakmem.a $(DESTDIR)$(LIBDIR)/
+	install -m 644 include/hakmem.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 755 $(B)/hakmem $(DESTDIR)$(BINDIR)/
+	$(PKG_SUBST) pkg/hakmem.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/hakmem.pc
+	$(PKG_SUBST) pkg/hakmemConfig.cmake.in >$(DESTDIR)$(CMAKEDIR)/hakmemConfig.cmake
+	$(PKG_SUBST) pkg/hakmemConfigVersion.cmake.in >$(DESTDIR)$(CMAKEDIR)/hakmemConfigVersion.cmake
+	install -m 644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libhakmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libhakmem.so \
+	      $(DESTDIR)$(LIBDIR)/libhakmem.a $(DESTDIR)$(INCLUDEDIR)/hakmem.h $(DESTDIR)$(BINDIR)/hakmem \
+	      $(DESTDIR)$(LIBDIR)/pkgconfig/hakmem.pc
+	rm -rf $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DOCDIR)
 
 # --- benchmarks (bench/README.md)
 # `make bench` runs every workload under glibc, hakmem and the peer

@@ -41,6 +41,10 @@ void   hak_free_aligned_sized(void *p, size_t alignment, size_t size);
  * slabs and drops the large-block cache. Returns 1 if memory was released. */
 int    hak_trim(void);
 
+/* Output of the report functions below: write is called with pieces of the
+ * text in order (NULL: they go to stderr). */
+typedef void hak_write_fn(const char *text, void *arg);
+
 /* ---- options
  * Every option is read once at start-up from the environment variable
  * HAKMEM_<NAME> (e.g. HAKMEM_PURGE_DELAY_MS=50); docs/options.md lists them.
@@ -74,7 +78,13 @@ long        hak_option_get(hak_option_t option);
 int         hak_option_set(hak_option_t option, long value);
 const char *hak_option_get_string(hak_option_t option);   /* string options */
 int         hak_option_set_string(hak_option_t option, const char *value);
+/* Set an option from text as HAKMEM_<NAME> would give it ("lean", "64M",
+ * "on"): 0, or EINVAL if the text is not a valid value. */
+int         hak_option_set_text(hak_option_t option, const char *text);
 const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_MS" */
+/* Every option with its range or choices, its default under each profile
+ * and what it does, a few lines each (what `hakmem --options` shows). */
+void        hak_options_print(hak_write_fn *write, void *arg);
 
 /* ---- statistics
  * Counted per thread without atomics and merged on demand. HAKMEM_STATS=1
@@ -163,12 +173,10 @@ struct hak_stats {
 };
 #undef HAK_STATS_FIELD_
 
-typedef void hak_write_fn(const char *text, void *arg);
-
 void hak_stats_get(struct hak_stats *out);
 /* Event counters start again from zero; gauges (live, in use, RSS) stay. */
 void hak_stats_reset(void);
-/* The text report; write is called with pieces of it (stderr when NULL). */
+/* The text report. */
 void hak_stats_print(hak_write_fn *write, void *arg);
 void hak_stats_print_json(hak_write_fn *write, void *arg);
 

@@ -39,11 +39,12 @@ void hak_out_size(hak_out_t *o, uint64_t v);
 void hak_out_version(hak_out_t *o);
 
 /* ---- options.c: the options table, read once at init */
+#define HAK_PROFILES 4
 typedef enum { HAK_OPT_INT, HAK_OPT_SIZE, HAK_OPT_BOOL, HAK_OPT_CHOICE, HAK_OPT_STRING } hak_option_kind_t;
 typedef struct hak_option_desc_s {
   const char *name;            /* HAKMEM_<name> */
   hak_option_kind_t kind;
-  long defaults[4];            /* per profile: fast, balanced, lean, auto */
+  long defaults[HAK_PROFILES]; /* per profile: fast, balanced, lean, auto */
   long min, max;
   const char *choices;         /* HAK_OPT_CHOICE: "a|b|c", value = index */
   const char *doc;

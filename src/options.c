@@ -146,10 +146,11 @@ static bool parse_number(const char *v, bool size_suffix, long *out) {
   return true;
 }
 
-/* Parse value for option; on failure say why in one warning line. */
-static bool parse_value(hak_option_t option, const char *v, long *out) {
+static const char OUT_OF_RANGE[] = "is out of range ";
+
+/* Parse v as a value of option into *out; NULL, or why it is not valid. */
+static const char *parse_value(hak_option_t option, const char *v, long *out) {
   const hak_option_desc_t *d = &table[option];
-  const char *why = NULL;
   bool ok;
   switch (d->kind) {
     case HAK_OPT_CHOICE: ok = parse_choice(d->choices, v, out); break;
@@ -157,9 +158,13 @@ static bool parse_value(hak_option_t option, const char *v, long *out) {
                             parse_choice("off|on", v, out) || parse_choice("no|yes", v, out); break;
     default: ok = parse_number(v, d->kind == HAK_OPT_SIZE, out); break;
   }
-  if (!ok) why = d->kind == HAK_OPT_CHOICE ? "is not one of " : d->kind == HAK_OPT_BOOL ? "is not 0 or 1" : "is not a number";
-  else if (*out < d->min || *out > d->max) why = "is out of range ";
-  if (!why) return true;
+  if (!ok) return d->kind == HAK_OPT_CHOICE ? "is not one of " : d->kind == HAK_OPT_BOOL ? "is not 0 or 1" : "is not a number";
+  return *out < d->min || *out > d->max ? OUT_OF_RANGE : NULL;
+}
+
+/* One warning line: the value v of option is not valid, and why. */
+static void warn_value(hak_option_t option, const char *v, const char *why) {
+  const hak_option_desc_t *d = &table[option];
   hak_out_t o;
   hak_out_init(&o, NULL, NULL);
   hak_out_str(&o, "hakmem: warning: HAKMEM_");
@@ -168,17 +173,16 @@ static bool parse_value(hak_option_t option, const char *v, long *out) {
   hak_out_str(&o, v);
   hak_out_str(&o, " ");
   hak_out_str(&o, why);
-  if (d->kind == HAK_OPT_CHOICE && !ok) {
-    hak_out_str(&o, d->choices);
-  } else if (ok) {
+  if (why == OUT_OF_RANGE) {
     hak_option_format(&o, option, d->min);
     hak_out_str(&o, "..");
     hak_option_format(&o, option, d->max);
+  } else if (d->kind == HAK_OPT_CHOICE) {
+    hak_out_str(&o, d->choices);
   }
   hak_out_str(&o, "; using ");
   hak_option_format(&o, option, hak_option_values[option]);
   hak_out_str(&o, "\n");
-  return false;
 }
 
 static void warn_unknown(const char *entry) {
@@ -209,10 +213,15 @@ static void set_from_env(hak_option_t option, const char *v) {
   if (table[option].kind == HAK_OPT_STRING) {
     strings[option] = *v ? v : NULL;
     explicitly_set[option] = true;
-  } else if (parse_value(option, v, &value)) {
-    hak_option_values[option] = value;
-    explicitly_set[option] = true;
+    return;
   }
+  const char *why = parse_value(option, v, &value);
+  if (why) {
+    warn_value(option, v, why);
+    return;
+  }
+  hak_option_values[option] = value;
+  explicitly_set[option] = true;
 }
 
 void hak_options_init(void) {
@@ -265,6 +274,54 @@ HAK_EXPORT int hak_option_set_string(hak_option_t option, const char *value) {
   return 0;
 }
 
+HAK_EXPORT int hak_option_set_text(hak_option_t option, const char *text) {
+  hak_init();
+  if ((unsigned)option >= hak_option_count || !text) return EINVAL;
+  if (table[option].kind == HAK_OPT_STRING) return hak_option_set_string(option, text);
+  long value;
+  return parse_value(option, text, &value) ? EINVAL : hak_option_set(option, value);
+}
+
 HAK_EXPORT const char *hak_option_name(hak_option_t option) {
   return (unsigned)option < hak_option_count ? table[option].name : NULL;
+}
+
+HAK_EXPORT void hak_options_print(hak_write_fn *write, void *arg) {
+  hak_out_t o;
+  hak_out_init(&o, write, arg);
+  for (unsigned i = 0; i < hak_option_count; i++) {
+    const hak_option_desc_t *d = &table[i];
+    hak_out_str(&o, PREFIX);
+    hak_out_str(&o, d->name);
+    switch (d->kind) {
+      case HAK_OPT_CHOICE: hak_out_str(&o, "="); hak_out_str(&o, d->choices); break;
+      case HAK_OPT_BOOL: hak_out_str(&o, "=0|1"); break;
+      case HAK_OPT_STRING: hak_out_str(&o, "=TEXT"); break;
+      default:
+        hak_out_str(&o, d->kind == HAK_OPT_SIZE ? "=BYTES, " : "=N, ");
+        hak_option_format(&o, (hak_option_t)i, d->min);
+        hak_out_str(&o, "..");
+        hak_option_format(&o, (hak_option_t)i, d->max);
+        break;
+    }
+    hak_out_str(&o, "\n    default: ");
+    bool same = true;
+    for (unsigned p = 1; p < HAK_PROFILES; p++) same &= d->defaults[p] == d->defaults[0];
+    if (d->kind == HAK_OPT_STRING) {
+      hak_out_str(&o, "unset");
+    } else if (i == hak_option_profile || same) {
+      hak_option_format(&o, (hak_option_t)i, i == hak_option_profile ? HAK_PROFILE_BALANCED : d->defaults[0]);
+    } else {
+      for (unsigned p = 0; p < HAK_PROFILES; p++) {
+        hak_out_str(&o, p ? ", " : "");
+        put_choice(&o, table[hak_option_profile].choices, p);
+        hak_out_str(&o, " ");
+        hak_option_format(&o, (hak_option_t)i, d->defaults[p]);
+      }
+    }
+    hak_out_str(&o, "\n    ");
+    hak_out_str(&o, d->doc);
+    hak_out_str(&o, "\n");
+  }
+  hak_out_flush(&o);
 }

@@ -139,6 +139,49 @@ static void test_api(void) {
   CHECK(hak_option_name(hak_option_count) == NULL, "name of a non-option");
 }
 
+/* hak_option_set_text takes what the environment would, refuses the rest
+ * without a warning line. */
+static void test_set_text(void) {
+  long old = hak_option_get(hak_option_bigcache_budget);
+  CHECK(hak_option_set_text(hak_option_bigcache_budget, "96M") == 0 && hak_option_get(hak_option_bigcache_budget) == 96L << 20,
+        "96M set as %ld", hak_option_get(hak_option_bigcache_budget));
+  CHECK(hak_option_set_text(hak_option_bigcache_budget, "96Q") == EINVAL, "96Q accepted");
+  CHECK(hak_option_set_text(hak_option_bigcache_budget, "100G") == EINVAL, "100G (over the maximum) accepted");
+  CHECK(hak_option_get(hak_option_bigcache_budget) == 96L << 20, "a refused text changed the value");
+  CHECK(hak_option_set_text(hak_option_ace, "off") == 0 && hak_option_get(hak_option_ace) == 0, "ACE=off");
+  CHECK(hak_option_set_text(hak_option_ace, "maybe") == EINVAL, "ACE=maybe accepted");
+  CHECK(hak_option_set_text(hak_option_ace, "yes") == 0 && hak_option_get(hak_option_ace) == 1, "ACE=yes");
+  CHECK(hak_option_set_text(hak_option_stats, "JSON") == 0 && hak_option_get(hak_option_stats) == 2, "STATS=JSON");
+  CHECK(hak_option_set_text(hak_option_stats, "0") == 0, "STATS=0");
+  CHECK(hak_option_set_text(hak_option_count, "1") == EINVAL, "an option out of the enum accepted");
+  CHECK(hak_option_set_text(hak_option_cache_max, NULL) == EINVAL, "NULL text accepted");
+  CHECK(hak_option_set_text(hak_option_stats_file, "/tmp/x") == 0 &&
+        strcmp(hak_option_get_string(hak_option_stats_file), "/tmp/x") == 0, "STATS_FILE by text");
+  hak_option_set_string(hak_option_stats_file, NULL);
+  hak_option_set(hak_option_bigcache_budget, old);
+}
+
+static void append(const char *text, void *arg) {
+  size_t n = strlen(arg);
+  snprintf((char *)arg + n, 8192 - n, "%s", text);
+}
+
+/* hak_options_print: every option, its range and its defaults. */
+static void test_print(void) {
+  static char list[8192];
+  list[0] = 0;
+  hak_options_print(append, list);
+  for (unsigned i = 0; i < hak_option_count; i++) {
+    char head[64];
+    snprintf(head, sizeof head, "%sHAKMEM_%s=", i ? "\n" : "", hak_option_name((hak_option_t)i));
+    CHECK(i ? strstr(list, head) != NULL : strncmp(list, head, strlen(head)) == 0, "options list lacks %s", head);
+  }
+  CHECK(strstr(list, "HAKMEM_CACHE_MAX=N, 2..4096\n    default: fast 256, balanced 128, lean 32, auto 128\n") != NULL,
+        "CACHE_MAX entry: %s", list);
+  CHECK(strstr(list, "HAKMEM_PROFILE=fast|balanced|lean|auto\n    default: balanced\n") != NULL, "PROFILE entry");
+  CHECK(strlen(list) < sizeof list - 1, "options list truncated");
+}
+
 /* docs/options.md has one table row per option:
  * | `NAME` | kind | fast | balanced | lean | auto | range | description | */
 static void test_docs_agree(void) {
@@ -219,6 +262,8 @@ int main(int argc, char **argv) {
   test_valid_values();
   test_invalid_values();
   test_api();
+  test_set_text();
+  test_print();
   test_docs_agree();
   return test_done("options");
 }

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Install test: `make install` into a fresh prefix, the files it puts there,
+the `hakmem` command, `make uninstall`, a DESTDIR staging, and every example
+of README.md's "Install" section run as it stands in a fresh $HOME (C with
+pkg-config, C++ with CMake, the Rust crate), then the Rust crates' own
+`cargo test`.
+
+README examples: a fenced block right after a line ending in "`NAME`:" is
+written to the file NAME; a ```sh block is run with bash -e; every bold
+paragraph ("**C, with pkg-config.**") starts a new directory. The text
+/path/to/hakmem stands for this clone.
+
+Prints PASS/FAIL/SKIP lines, then "RESULT install <passed> <failed>".
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(ROOT, "build")
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("PASS install:%s" % name)
+    else:
+        failed += 1
+        print("FAIL install:%s" % name)
+        for line in str(detail).strip().splitlines()[-25:]:
+            print("    " + line)
+
+
+def run(cmd, cwd=None, env=None, timeout=600):
+    return subprocess.run(cmd, cwd=cwd, env=env, timeout=timeout, shell=isinstance(cmd, str),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          executable="/bin/bash" if isinstance(cmd, str) else None)
+
+
+def version():
+    h = open(os.path.join(ROOT, "include", "hakmem.h")).read()
+    return ".".join(re.search(r"#define HAKMEM_VERSION_%s\s+(\d+)" % k, h).group(1)
+                    for k in ("MAJOR", "MINOR", "PATCH"))
+
+
+def make(*args, env=None):
+    return run(["make", "-s", "-C", ROOT] + list(args), env=env)
+
+
+def installed_files(prefix, ver):
+    major = ver.split(".")[0]
+    return ["lib/libhakmem.so.%s" % ver, "lib/libhakmem.so.%s" % major, "lib/libhakmem.so",
+            "lib/libhakmem.a", "include/hakmem.h", "bin/hakmem", "lib/pkgconfig/hakmem.pc",
+            "lib/cmake/hakmem/hakmemConfig.cmake", "lib/cmake/hakmem/hakmemConfigVersion.cmake",
+            "share/doc/hakmem/README.md", "share/doc/hakmem/options.md"]
+
+
+def test_layout(tmp, ver):
+    prefix = os.path.join(tmp, "prefix")
+    r = make("install", "PREFIX=" + prefix)
+    check("make install", r.returncode == 0, r.stdout)
+    if r.returncode:
+        return
+    missing = [f for f in installed_files(prefix, ver) if not os.path.exists(os.path.join(prefix, f))]
+    check("installed files", not missing, "missing: %s" % missing)
+    major = ver.split(".")[0]
+    lib = os.path.join(prefix, "lib")
+    check("soname symlinks",
+          os.readlink(os.path.join(lib, "libhakmem.so")) == "libhakmem.so.%s" % major and
+          os.readlink(os.path.join(lib, "libhakmem.so.%s" % major)) == "libhakmem.so.%s" % ver)
+    r = run(["readelf", "-d", os.path.join(lib, "libhakmem.so.%s" % ver)])
+    check("soname", "Library soname: [libhakmem.so.%s]" % major in r.stdout, r.stdout)
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(lib, "pkgconfig"))
+    if shutil.which("pkg-config"):
+        r = run("pkg-config --modversion hakmem && pkg-config --cflags --libs hakmem", env=env)
+        check("pkg-config", r.returncode == 0 and r.stdout.split() ==
+              [ver, "-I" + os.path.join(prefix, "include"), "-L" + lib, "-lhakmem"], r.stdout)
+    else:
+        print("SKIP install:pkg-config (pkg-config not installed)")
+    hakmem = os.path.join(prefix, "bin", "hakmem")
+    r = run([hakmem, "--version"])
+    check("installed command finds its library",
+          r.stdout.splitlines() == ["hakmem " + ver, "library: " + os.path.join(lib, "libhakmem.so.%s" % ver)],
+          r.stdout)
+    test_command(hakmem, tmp)
+
+    r = make("uninstall", "PREFIX=" + prefix)
+    left = [os.path.join(d, f) for d, _, fs in os.walk(prefix) for f in fs]
+    check("make uninstall removes every file", r.returncode == 0 and not left, r.stdout + "left: %s" % left)
+
+    stage = os.path.join(tmp, "stage")
+    r = make("install", "PREFIX=/opt/hakmem", "DESTDIR=" + stage)
+    pc = os.path.join(stage, "opt/hakmem/lib/pkgconfig/hakmem.pc")
+    ok = r.returncode == 0 and os.path.exists(pc)
+    check("DESTDIR stages under DESTDIR, paths without it",
+          ok and "prefix=/opt/hakmem\n" in open(pc).read() and
+          all(os.path.lexists(os.path.join(stage, "opt/hakmem", f)) for f in installed_files("", ver)) and
+          stage not in open(os.path.join(stage, "opt/hakmem/lib/cmake/hakmem/hakmemConfig.cmake")).read(),
+          r.stdout)
+
+
+def test_command(hakmem, tmp):
+    """The wrapper: flags, exit status, statistics, LD_PRELOAD."""
+    r = run([hakmem, "--", "sh", "-c", "exit 3"])
+    check("command passes the exit status", r.returncode == 3, r.stdout)
+    r = run([hakmem, "sh", "-c", "kill -TERM $$"])
+    check("command passes a signal", r.returncode == -15, "status %d" % r.returncode)
+    for bad in (["--bogus", "true"], ["--profile", "turbo", "true"], ["--profile"], [], ["-o"]):
+        r = run([hakmem] + bad)
+        lines = r.stdout.splitlines()
+        check("command refuses %s" % (" ".join(bad) or "no program"),
+              r.returncode == 2 and len(lines) == 2 and lines[0].startswith("hakmem: ") and
+              lines[1].startswith("usage: hakmem"), r.stdout)
+    r = run([hakmem, "no-such-program-here"])
+    check("command: a missing program is status 127",
+          r.returncode == 127 and r.stdout.startswith("hakmem: cannot run no-such-program-here"), r.stdout)
+    r = run([hakmem, "--help"])
+    check("command --help", r.returncode == 0 and "--profile P" in r.stdout and "--options" in r.stdout, r.stdout)
+
+    names = re.findall(r"^\| `HAKMEM_([A-Z_]+)`", open(os.path.join(ROOT, "docs/options.md")).read(), re.M)
+    r = run([hakmem, "--options"])
+    shown = re.findall(r"^HAKMEM_([A-Z_]+)=", r.stdout, re.M)
+    check("command --options lists every option of docs/options.md", names and shown == names,
+          "docs: %s\nshown: %s" % (names, shown))
+    check("command --options shows the defaults per profile",
+          "default: fast 1000, balanced 100, lean 20, auto 100" in r.stdout, r.stdout)
+
+    stats = os.path.join(tmp, "stats.json")
+    env = dict(os.environ, LD_PRELOAD="libc.so.6")
+    r = run([hakmem, "--profile", "lean", "--stats=json", "-o", stats, "--", "python3", "-c",
+             'import os; print(os.environ["LD_PRELOAD"]); print(os.environ["HAKMEM_PROFILE"])'], env=env)
+    out = r.stdout.splitlines()
+    check("command preloads the library before LD_PRELOAD's",
+          r.returncode == 0 and len(out) == 2 and re.match(r"/.*/libhakmem\.so\.[0-9.]+:libc\.so\.6$", out[0]) and
+          out[1] == "lean", r.stdout)
+    try:
+        st = json.load(open(stats))
+        ok = st["profile"] == "lean" and st["version"] == version()
+    except (OSError, ValueError, KeyError) as e:
+        ok, st = False, e
+    check("command --stats=json -o FILE writes the program's statistics", ok, st)
+    r = run([hakmem, "--stats", "--banner", "python3", "-c", "print(sum(len(str(i)) for i in range(10**5)))"])
+    check("command --stats --banner on python3",
+          r.returncode == 0 and "488890" in r.stdout and "hakmem 0.1" in r.stdout and
+          "hakmem statistics (profile balanced)" in r.stdout, r.stdout)
+
+
+def readme_examples():
+    """[(title, [(kind, name_or_None, text)])] of README's Install section."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    section = re.search(r"^## Install\n(.*?)(?=^## )", text, re.S | re.M).group(1)
+    examples = [("install", [])]
+    last_line = ""
+    lines = section.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = re.match(r"\*\*(.+?)\*\*", line)
+        if m:
+            examples.append((m.group(1).rstrip("."), []))
+        fence = re.match(r"```(\w*)$", line)
+        if fence:
+            end = lines.index("```", i + 1)
+            body = "\n".join(lines[i + 1:end]).replace("/path/to/hakmem", ROOT) + "\n"
+            named = re.search(r"`([\w./-]+)`:$", last_line)
+            examples[-1][1].append((fence.group(1), named.group(1) if named else None, body))
+            i = end + 1
+            last_line = ""
+            continue
+        if line.strip():
+            last_line = line.strip()
+        i += 1
+    return [e for e in examples if e[1]]
+
+
+# What each example must print, beyond exiting with 0.
+EXPECT = {
+    "install": r"",
+    "Any program, unchanged": r"^100000$",
+    "C, with pkg-config": r"^hello from hakmem \(\d+ usable bytes\)$",
+    "C++, with CMake": r"^1000 words, \d+ usable bytes in a string$",
+    "Rust": r"^100000 entries; hakmem statistics \(profile balanced\)$",
+}
+NEEDS = {"C, with pkg-config": "pkg-config", "C++, with CMake": "cmake", "Rust": "cargo"}
+
+
+def test_readme(tmp):
+    home = os.path.join(tmp, "home")
+    os.makedirs(home)
+    env = dict(os.environ, HOME=home, CARGO_TARGET_DIR=os.path.join(tmp, "cargo-target"))
+    # rustup and cargo find their toolchains through HOME unless told.
+    env.setdefault("RUSTUP_HOME", os.path.join(os.path.expanduser("~"), ".rustup"))
+    env.setdefault("CARGO_HOME", os.path.join(os.path.expanduser("~"), ".cargo"))
+    examples = readme_examples()
+    check("README Install section has its examples", [t for t, _ in examples] == list(EXPECT),
+          [t for t, _ in examples])
+    for n, (title, blocks) in enumerate(examples):
+        if title in NEEDS and not shutil.which(NEEDS[title]):
+            print("SKIP install:README %s (%s not installed)" % (title, NEEDS[title]))
+            continue
+        work = os.path.join(tmp, "example%d" % n)
+        os.makedirs(work)
+        output, ok = "", True
+        for kind, name, body in blocks:
+            if name:
+                path = os.path.join(work, name)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "w").write(body)
+            elif kind == "sh":
+                r = run(["bash", "-e", "-c", body], cwd=work, env=env)
+                output += r.stdout
+                if r.returncode:
+                    ok = False
+                    break
+        want = EXPECT.get(title, "")
+        check("README %s" % title, ok and re.search(want, output, re.M), output)
+
+
+def test_cargo(tmp):
+    if not shutil.which("cargo"):
+        print("SKIP install:cargo test (cargo not installed)")
+        return
+    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(BUILD, "rust"))
+    r = run(["cargo", "test", "--quiet"], cwd=os.path.join(ROOT, "bindings", "rust"), env=env, timeout=900)
+    results = re.findall(r"test result: (\w+)\. (\d+) passed; (\d+) failed", r.stdout)
+    count = sum(int(p) for _, p, _ in results)
+    check("cargo test in bindings/rust (%d tests)" % count,
+          r.returncode == 0 and count >= 6 and all(f == "0" for _, _, f in results), r.stdout)
+
+
+def main():
+    ver = version()
+    tmp = tempfile.mkdtemp(prefix="hakmem-install.")
+    try:
+        test_layout(tmp, ver)
+        test_readme(tmp)
+        test_cargo(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("RESULT install %d %d" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
