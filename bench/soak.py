@@ -32,8 +32,8 @@ COLOURS = ["#d62728", "#9467bd", "#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e"]
 def preload_for(run):
     """(LD_PRELOAD value, extra environment) of one SOAK_RUNS entry."""
     if run.startswith("hakmem"):
-        profile = run.partition(":")[2] or "balanced"
-        return os.path.join(bl.ROOT, "build", "libhakmem.so"), {"HAKMEM_PROFILE": profile}
+        profile = run.partition(":")[2]
+        return os.path.join(bl.ROOT, "build", "libhakmem.so"), {"HAKMEM_PROFILE": profile} if profile else {}
     if run == "glibc":
         return "", {}
     lib = bl.find_peer(run)

@@ -51,7 +51,7 @@ typedef void hak_write_fn(const char *text, void *arg);
  * HAKMEM_PROFILE picks a coherent set of defaults that individual options
  * override. A bad value prints one warning line and the default is used. */
 typedef enum hak_option_e {
-  hak_option_profile,               /* HAK_PROFILE_FAST / _BALANCED / _LEAN / _AUTO */
+  hak_option_profile,               /* HAK_PROFILE_FAST / _BALANCED / _LEAN / _AUTO (default) */
   hak_option_stats,                 /* 0 off, 1 text report at exit, 2 JSON */
   hak_option_stats_file,            /* string: where the report goes (stderr) */
   hak_option_route_banner,          /* 1: describe the configuration at start-up */
@@ -69,7 +69,13 @@ typedef enum hak_option_e {
   hak_option_count
 } hak_option_t;
 
-enum { HAK_PROFILE_FAST = 0, HAK_PROFILE_BALANCED = 1, HAK_PROFILE_LEAN = 2, HAK_PROFILE_AUTO = 3 };
+enum {
+  HAK_PROFILE_FAST = 0,
+  HAK_PROFILE_BALANCED = 1,
+  HAK_PROFILE_LEAN = 2,
+  HAK_PROFILE_AUTO = 3,
+  HAK_PROFILE_DEFAULT = HAK_PROFILE_AUTO
+};
 
 long        hak_option_get(hak_option_t option);
 /* 0, or EINVAL for a value out of range. Setting the profile resets every

@@ -17,7 +17,7 @@
 
 /*            name, kind, {fast, balanced, lean, auto}, min, max, choices, doc */
 static const hak_option_desc_t table[hak_option_count] = {
-  [hak_option_profile] = {"PROFILE", HAK_OPT_CHOICE, {1, 1, 1, 1}, 0, 3, "fast|balanced|lean|auto",
+  [hak_option_profile] = {"PROFILE", HAK_OPT_CHOICE, {3, 3, 3, 3}, 0, 3, "fast|balanced|lean|auto",
                           "coherent defaults: fast favours speed, lean memory, balanced both; auto adapts the BigCache to the program"},
   [hak_option_stats] = {"STATS", HAK_OPT_CHOICE, {0, 0, 0, 0}, 0, 2, "0|1|json",
                         "print statistics at exit: 1 as text, json as one JSON object"},
@@ -62,10 +62,10 @@ static long profile_default(hak_option_t option) {
 }
 
 /* True when the option has the value its profile gives it (the profile
- * itself: when it is balanced). */
+ * itself: when it is the default one). */
 bool hak_option_is_default(hak_option_t option) {
   if (table[option].kind == HAK_OPT_STRING) return strings[option] == NULL;
-  if (option == hak_option_profile) return hak_option_values[option] == HAK_PROFILE_BALANCED;
+  if (option == hak_option_profile) return hak_option_values[option] == HAK_PROFILE_DEFAULT;
   return hak_option_values[option] == profile_default(option);
 }
 
@@ -225,7 +225,7 @@ static void set_from_env(hak_option_t option, const char *v) {
 }
 
 void hak_options_init(void) {
-  hak_option_values[hak_option_profile] = HAK_PROFILE_BALANCED;
+  hak_option_values[hak_option_profile] = HAK_PROFILE_DEFAULT;
   char **env = hak_os_environ();
   const char *value;
   for (char **e = env; e && *e; e++)   /* the profile first: it sets the defaults */
@@ -310,7 +310,7 @@ HAK_EXPORT void hak_options_print(hak_write_fn *write, void *arg) {
     if (d->kind == HAK_OPT_STRING) {
       hak_out_str(&o, "unset");
     } else if (i == hak_option_profile || same) {
-      hak_option_format(&o, (hak_option_t)i, i == hak_option_profile ? HAK_PROFILE_BALANCED : d->defaults[0]);
+      hak_option_format(&o, (hak_option_t)i, i == hak_option_profile ? HAK_PROFILE_DEFAULT : d->defaults[0]);
     } else {
       for (unsigned p = 0; p < HAK_PROFILES; p++) {
         hak_out_str(&o, p ? ", " : "");

@@ -149,7 +149,7 @@ def test_command(hakmem, tmp):
     r = run([hakmem, "--stats", "--banner", "python3", "-c", "print(sum(len(str(i)) for i in range(10**5)))"])
     check("command --stats --banner on python3",
           r.returncode == 0 and "488890" in r.stdout and "hakmem 0.1" in r.stdout and
-          "hakmem statistics (profile balanced)" in r.stdout, r.stdout)
+          "hakmem statistics (profile auto)" in r.stdout, r.stdout)
 
 
 def readme_examples():
@@ -186,7 +186,7 @@ EXPECT = {
     "Any program, unchanged": r"^100000$",
     "C, with pkg-config": r"^hello from hakmem \(\d+ usable bytes\)$",
     "C++, with CMake": r"^1000 words, \d+ usable bytes in a string$",
-    "Rust": r"^100000 entries; hakmem statistics \(profile balanced\)$",
+    "Rust": r"^100000 entries; hakmem statistics \(profile auto\)$",
 }
 NEEDS = {"C, with pkg-config": "pkg-config", "C++, with CMake": "cmake", "Rust": "cargo"}
 

@@ -167,7 +167,7 @@ static void test_purge_delay_follows_retaking(void) {
   CHECK(v == 10 && k2.min == 10 && k2.max == 10 && k2.ups == k1.ups, "ACE=0: delay %ld, range %llu..%llu, ups %llu",
         v, k2.min, k2.max, k2.ups);
   hak_option_set(hak_option_ace, 1);
-  hak_option_set(hak_option_purge_delay_ms, hak_option_desc(hak_option_purge_delay_ms)->defaults[HAK_PROFILE_BALANCED]);
+  hak_option_set(hak_option_purge_delay_ms, hak_option_desc(hak_option_purge_delay_ms)->defaults[HAK_PROFILE_DEFAULT]);
 }
 
 /* A 2 MiB block freed, then wanted again 30 ms later, with a BigCache
@@ -198,7 +198,7 @@ static void test_bigcache_delay_follows_reuse(void) {
   hak_option_set(hak_option_bigcache_delay_ms, 5000);
   struct hak_knob_stats k2 = knob(hak_knob_bigcache_delay_ms);
   CHECK(k2.value == 5000 && k2.start == 5000, "setting an option restarts the knobs: delay %llu", k2.value);
-  hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_BALANCED]);
+  hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_DEFAULT]);
 }
 
 /* Profile auto: 32 large blocks of 1..2 MiB (4 of each of 8 sizes, so that
@@ -237,7 +237,8 @@ static void test_bigcache_budget(void) {
   hak_option_set(hak_option_profile, HAK_PROFILE_BALANCED);
   struct hak_knob_stats k2 = knob(hak_knob_bigcache_budget);
   CHECK(k2.value == 128 << 20 && k2.min == k2.max, "balanced: budget %llu, fixed at its option", k2.value);
-  hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_BALANCED]);
+  hak_option_set(hak_option_profile, HAK_PROFILE_DEFAULT);
+  hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_DEFAULT]);
 }
 
 /* The report says what the controller did. */

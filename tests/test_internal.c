@@ -282,8 +282,9 @@ static void test_large_moves(void) {
 }
 
 static void test_bigcache_expiry(void) {
-  long old_delay = hak_option_get(hak_option_bigcache_delay_ms);
+  long old_delay = hak_option_get(hak_option_bigcache_delay_ms), old_budget = hak_option_get(hak_option_bigcache_budget);
   CHECK(hak_option_set(hak_option_bigcache_delay_ms, 30) == 0, "set BigCache delay");
+  hak_option_set(hak_option_bigcache_budget, 128L << 20);   /* room for the block whatever the cache holds */
   char *a = malloc(5u << 20);
   uintptr_t a_at = (uintptr_t)a;
   escape(a);
@@ -297,6 +298,7 @@ static void test_bigcache_expiry(void) {
   }
   CHECK(hak_registry_kind(a_at) == HAK_REG_FOREIGN, "expired BigCache entry still mapped");
   hak_option_set(hak_option_bigcache_delay_ms, old_delay);
+  hak_option_set(hak_option_bigcache_budget, old_budget);
 
   long old_max = hak_option_get(hak_option_bigcache_max_block);
   hak_option_set(hak_option_bigcache_max_block, 1 << 20);

@@ -91,8 +91,8 @@ struct bad_case {
 
 static void test_invalid_values(void) {
   static const struct bad_case cases[] = {
-    {"HAKMEM_PROFILE=turbo", "hakmem: warning: HAKMEM_PROFILE=turbo is not one of fast|balanced|lean|auto; using balanced\n",
-     "PROFILE", HAK_PROFILE_BALANCED},
+    {"HAKMEM_PROFILE=turbo", "hakmem: warning: HAKMEM_PROFILE=turbo is not one of fast|balanced|lean|auto; using auto\n",
+     "PROFILE", HAK_PROFILE_DEFAULT},
     {"HAKMEM_CACHE_MAX=abc", "hakmem: warning: HAKMEM_CACHE_MAX=abc is not a number; using 128\n", "CACHE_MAX", 128},
     {"HAKMEM_CACHE_MAX=100000", "hakmem: warning: HAKMEM_CACHE_MAX=100000 is out of range 2..4096; using 128\n",
      "CACHE_MAX", 128},
@@ -133,7 +133,7 @@ static void test_api(void) {
   CHECK(hak_option_get(hak_option_purge_delay_ms) == 7, "explicit option reset by the profile");
   CHECK(hak_option_get(hak_option_cache_max) == hak_option_desc(hak_option_cache_max)->defaults[HAK_PROFILE_LEAN],
         "profile did not set cache_max");
-  hak_option_set(hak_option_profile, HAK_PROFILE_BALANCED);
+  hak_option_set(hak_option_profile, HAK_PROFILE_DEFAULT);
   hak_option_set(hak_option_purge_delay_ms, old);
   CHECK(strcmp(hak_option_name(hak_option_bigcache_delay_ms), "BIGCACHE_DELAY_MS") == 0, "option name");
   CHECK(hak_option_name(hak_option_count) == NULL, "name of a non-option");
@@ -178,7 +178,7 @@ static void test_print(void) {
   }
   CHECK(strstr(list, "HAKMEM_CACHE_MAX=N, 2..4096\n    default: fast 256, balanced 128, lean 32, auto 128\n") != NULL,
         "CACHE_MAX entry: %s", list);
-  CHECK(strstr(list, "HAKMEM_PROFILE=fast|balanced|lean|auto\n    default: balanced\n") != NULL, "PROFILE entry");
+  CHECK(strstr(list, "HAKMEM_PROFILE=fast|balanced|lean|auto\n    default: auto\n") != NULL, "PROFILE entry");
   CHECK(strlen(list) < sizeof list - 1, "options list truncated");
 }
 
@@ -229,7 +229,7 @@ static void test_docs_agree(void) {
         o.buf[o.n] = 0;
         snprintf(want, sizeof want, "%s", o.buf);
       }
-      if (opt == hak_option_profile) snprintf(want, sizeof want, "%s", "balanced");
+      if (opt == hak_option_profile) snprintf(want, sizeof want, "%s", "auto");
       if (d->kind == HAK_OPT_STRING) snprintf(want, sizeof want, "%s", "(stderr)");
       CHECK(strcmp(cell[2 + prof], want) == 0, "%s: docs default %s for profile %d, table %s", d->name, cell[2 + prof],
             prof, want);

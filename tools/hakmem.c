@@ -30,7 +30,7 @@ static const char HELP[] =
     "Runs PROGRAM with the hakmem allocator preloaded (LD_PRELOAD); its exit\n"
     "status is PROGRAM's.\n"
     "\n"
-    "  --profile P      fast, balanced (the default), lean or auto (HAKMEM_PROFILE)\n"
+    "  --profile P      auto (the default), fast, balanced or lean (HAKMEM_PROFILE)\n"
     "  --stats          print hakmem's statistics when the program exits (HAKMEM_STATS=1)\n"
     "  --stats=json     the same as one JSON object (HAKMEM_STATS=json)\n"
     "  -o FILE          the statistics go to FILE instead of stderr; implies --stats\n"
