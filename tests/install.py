@@ -223,6 +223,44 @@ def test_readme(tmp):
         check("README %s" % title, ok and re.search(want, output, re.M), output)
 
 
+STATIC_CMAKE = """cmake_minimum_required(VERSION 3.13)
+project(static_app C)
+find_package(hakmem 0.1 REQUIRED)
+add_executable(static_app app.c)
+target_link_libraries(static_app PRIVATE hakmem::hakmem-static)
+"""
+STATIC_APP = r"""#include <hakmem.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(void) {
+  void *p = malloc(100);
+  /* hakmem's malloc_usable_size answers for hakmem's blocks only */
+  printf("%d\n", p && malloc_usable_size(p) == hak_usable_size(p));
+  free(p);
+  return 0;
+}
+"""
+
+
+def test_cmake_static(tmp):
+    """hakmem::hakmem-static: the program carries hakmem and its malloc is hakmem's."""
+    prefix = os.path.join(tmp, "home", ".local")
+    if not shutil.which("cmake") or not os.path.exists(os.path.join(prefix, "lib", "libhakmem.a")):
+        print("SKIP install:CMake hakmem::hakmem-static (cmake or the README install missing)")
+        return
+    work = os.path.join(tmp, "static")
+    os.makedirs(work)
+    open(os.path.join(work, "CMakeLists.txt"), "w").write(STATIC_CMAKE)
+    open(os.path.join(work, "app.c"), "w").write(STATIC_APP)
+    r = run("cmake -S . -B build -DCMAKE_PREFIX_PATH=%s >/dev/null && cmake --build build >/dev/null && "
+            "readelf -d build/static_app | grep -c libhakmem || true; HAKMEM_STATS=1 ./build/static_app" % prefix,
+            cwd=work)
+    check("CMake hakmem::hakmem-static links hakmem into the program",
+          r.returncode == 0 and r.stdout.splitlines()[0] == "0" and "1" in r.stdout.splitlines() and
+          "hakmem statistics" in r.stdout, r.stdout)
+
+
 def test_cargo(tmp):
     if not shutil.which("cargo"):
         print("SKIP install:cargo test (cargo not installed)")
@@ -241,6 +279,7 @@ def main():
     try:
         test_layout(tmp, ver)
         test_readme(tmp)
+        test_cmake_static(tmp)
         test_cargo(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
