@@ -7,6 +7,7 @@
 #   build/asan/       ASan, override off (tests drive the hak_* API)
 #   build/tsan/       TSan, override off (tests drive the hak_* API)
 #   build/stat2/      statistics level 2 (make STAT=2 builds the release so)
+#   build/valgrind/   memcheck-aware (src/track.h), override on: make VALGRIND=1
 
 CC      ?= cc
 CXX     ?= c++
@@ -27,7 +28,7 @@ HDRS := $(wildcard include/*.h src/*.h)
 B := build
 
 .PHONY: all test clean bench-programs
-all: $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem bench-programs
+all: $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem bench-programs $(if $(filter 1,$(VALGRIND)),valgrind)
 
 # --- one library variant: $(1)=dir $(2)=extra cflags $(3)=override(0/1) $(4)=stat level
 define LIBVARIANT
@@ -44,11 +45,24 @@ $(eval $(call LIBVARIANT,$(B)/ubsan,-fsanitize=undefined -fno-sanitize-recover=u
 $(eval $(call LIBVARIANT,$(B)/asan,-fsanitize=address -fno-omit-frame-pointer,0))
 $(eval $(call LIBVARIANT,$(B)/tsan,-fsanitize=thread,0))
 $(eval $(call LIBVARIANT,$(B)/stat2,,1,2))
+$(eval $(call LIBVARIANT,$(B)/valgrind,-DHAK_VALGRIND=1,1))
 
-$(B)/libhakmem.so.$(VERSION): $(patsubst src/%.c,$(B)/obj/%.o,$(SRCS))
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,now -o $@ $^ -lpthread
-$(B)/$(SONAME) $(B)/libhakmem.so: $(B)/libhakmem.so.$(VERSION)
-	ln -sfn $(notdir $<) $@
+# --- the shared library of a variant, $(1)=dir: the versioned file and the
+# links that the soname and -lhakmem look for
+define SHAREDLIB
+$(1)/libhakmem.so.$(VERSION): $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))
+	$$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,now -o $$@ $$^ -lpthread
+$(1)/$(SONAME) $(1)/libhakmem.so: $(1)/libhakmem.so.$(VERSION)
+	ln -sfn $$(notdir $$<) $$@
+endef
+$(eval $(call SHAREDLIB,$(B)))
+$(eval $(call SHAREDLIB,$(B)/valgrind))
+
+# memcheck sees hakmem's blocks as it sees glibc's (needs valgrind's
+# headers, /usr/include/valgrind): valgrind ./program linked with
+# build/valgrind/libhakmem.a, or LD_PRELOAD=build/valgrind/libhakmem.so.
+.PHONY: valgrind
+valgrind: $(B)/valgrind/libhakmem.so $(B)/valgrind/$(SONAME) $(B)/valgrind/libhakmem.a
 
 # The command that runs a program with hakmem preloaded (tools/hakmem.c); it
 # finds the library beside itself or in ../lib.
@@ -145,6 +159,15 @@ $(T)/fuzz: tests/fuzz.c tests/check.h $(HDRS) $(B)/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/libhakmem.a -lpthread
 $(T)/fuzz_glibc: tests/fuzz.c tests/check.h $(HDRS) | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -lpthread
+# memcheck's view of a program (tests/valgrind.sh): with the Valgrind-aware
+# hakmem, with glibc to compare, and with the default hakmem (which it
+# cannot see into)
+$(T)/valgrind_target: tests/valgrind_target.c $(B)/valgrind/libhakmem.a | $(T)
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/valgrind/libhakmem.a -lpthread
+$(T)/valgrind_target_plain: tests/valgrind_target.c $(B)/libhakmem.a | $(T)
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/libhakmem.a -lpthread
+$(T)/valgrind_target_glibc: tests/valgrind_target.c | $(T)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -lpthread
 $(T)/fuzz_shim.so: tests/fuzz_shim.c | $(T)
 	$(CC) $(CSTD) $(WARN) -O1 -g -fPIC -shared -o $@ $<
 $(T)/%: tests/%.cc $(B)/libhakmem.so | $(T)
@@ -159,7 +182,9 @@ TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
              $(addprefix $(T)/dyn_,test_api test_stress) \
              $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
              $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn test_large_race test_release) \
-             $(T)/stat2_test_stats $(T)/fuzz $(T)/fuzz_glibc $(T)/fuzz_shim.so
+             $(T)/stat2_test_stats $(T)/fuzz $(T)/fuzz_glibc $(T)/fuzz_shim.so \
+             $(if $(wildcard /usr/include/valgrind/memcheck.h),$(T)/valgrind_target $(T)/valgrind_target_plain $(T)/valgrind_target_glibc \
+               $(B)/valgrind/libhakmem.so $(B)/valgrind/$(SONAME))
 
 test: all $(TEST_BINS)
 	@tests/run.sh

@@ -3,9 +3,9 @@
 
 #include "internal.h"
 
-HAK_EXPORT void *hak_malloc(size_t size) { return hak_malloc_fast(size); }
+HAK_EXPORT void *hak_malloc(size_t size) { return hak_malloc_entry(size); }
 
-HAK_EXPORT void hak_free(void *p) { hak_free_fast(p); }
+HAK_EXPORT void hak_free(void *p) { hak_free_entry(p); }
 
 HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
   size_t total;
@@ -13,9 +13,11 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (total > HAK_MID_MAX) return hak_large_alloc(total, HAK_ALIGN, true);
-  void *p = hak_malloc_fast(total);
-  if (p) memset(p, 0, total);
+  HAK_TRACK_ENTER();
+  void *p = total > HAK_MID_MAX ? hak_large_alloc(total, HAK_ALIGN, true) : hak_malloc_fast(total);
+  if (p && total <= HAK_MID_MAX) memset(p, 0, total);
+  HAK_TRACK_LEAVE();
+  HAK_TRACK_ALLOC(p, total, true);
   return p;
 }
 
@@ -24,14 +26,9 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
  * large block aligned to 2 MiB or more, keeps its place while the new size
  * still uses at least half of it (else it moves, so that its memory goes);
  * other large blocks are resized in place or moved with their pages (no
- * copy). */
-HAK_EXPORT void *hak_realloc(void *p, size_t size) {
-  if (!p) return hak_malloc_fast(size);
-  if (size == 0) {
-    hak_free_fast(p);
-    return NULL;
-  }
-  size_t usable = hak_block_usable(p, "realloc");
+ * copy). resize returns the block that holds p's contents now, or NULL;
+ * *copied: a new block that p's were copied to, and p is still to free. */
+static void *resize(void *p, size_t size, size_t usable, bool *copied) {
   uint8_t kind = hak_registry_kind((uintptr_t)p);
   if (kind == HAK_REG_LARGE && size > HAK_MID_MAX) {
     void *q = hak_large_realloc(p, size);
@@ -42,7 +39,30 @@ HAK_EXPORT void *hak_realloc(void *p, size_t size) {
   void *q = hak_malloc_fast(size);
   if (!q) return NULL;
   memcpy(q, p, size < usable ? size : usable);
-  hak_free_fast(p);
+  *copied = true;
+  return q;
+}
+
+HAK_EXPORT void *hak_realloc(void *p, size_t size) {
+  if (!p) return hak_malloc_entry(size);
+  if (size == 0) {
+    hak_free_entry(p);
+    return NULL;
+  }
+  bool copied = false;
+  HAK_TRACK_ENTER();
+  size_t usable = hak_block_usable(p, "realloc");
+  void *q = resize(p, size, usable, &copied);
+  HAK_TRACK_LEAVE();
+  if (!q) return NULL;
+  HAK_TRACK_FREE(p);
+  if (copied) {
+    HAK_TRACK_ENTER();
+    hak_free_fast(p);
+    HAK_TRACK_LEAVE();
+  }
+  HAK_TRACK_ALLOC(q, size, false);
+  HAK_TRACK_DEFINED(q, size < usable ? size : usable);
   return q;
 }
 
@@ -56,14 +76,18 @@ HAK_EXPORT void *hak_reallocarray(void *p, size_t count, size_t size) {
 }
 
 HAK_EXPORT size_t hak_usable_size(const void *p) {
-  return p ? hak_block_usable(p, "malloc_usable_size") : 0;
+  HAK_TRACK_ENTER();
+  size_t n = p ? hak_block_usable(p, "malloc_usable_size") : 0;
+  HAK_TRACK_LEAVE();
+  return n;
 }
 
-HAK_EXPORT void hak_free_sized(void *p, size_t size) { hak_free_fast(p); }
+HAK_EXPORT void hak_free_sized(void *p, size_t size) { hak_free_entry(p); }
 
-HAK_EXPORT void hak_free_aligned_sized(void *p, size_t alignment, size_t size) { hak_free_fast(p); }
+HAK_EXPORT void hak_free_aligned_sized(void *p, size_t alignment, size_t size) { hak_free_entry(p); }
 
 HAK_EXPORT int hak_trim(void) {
+  HAK_TRACK_ENTER();
   int released = 0;
   hak_heap_t *h = hak_tls_heap;
   if (h != &hak_heap_empty) released |= hak_heap_release_all(h, true);
@@ -71,5 +95,6 @@ HAK_EXPORT int hak_trim(void) {
   hak_release_sweep_all(true, &released);   /* the free units of every other heap */
   released |= hak_shared_pool_trim();
   released |= hak_bigcache_drain();
+  HAK_TRACK_LEAVE();
   return released;
 }

@@ -25,13 +25,13 @@ HAK_EXPORT void *hak_aligned_alloc(size_t alignment, size_t size) {
     errno = EINVAL;
     return NULL;
   }
-  return hak_alloc_aligned(alignment, size);
+  return hak_aligned_entry(alignment, size);
 }
 
 HAK_EXPORT int hak_posix_memalign(void **out, size_t alignment, size_t size) {
   if (!is_pow2(alignment) || alignment % sizeof(void *) != 0) return EINVAL;
   int saved = errno;
-  void *p = hak_alloc_aligned(alignment, size);
+  void *p = hak_aligned_entry(alignment, size);
   errno = saved;
   if (!p) return ENOMEM;
   *out = p;
@@ -46,12 +46,12 @@ HAK_EXPORT void *hak_memalign(size_t alignment, size_t size) {
   }
   size_t a = HAK_ALIGN;
   while (a < alignment) a <<= 1;
-  return hak_alloc_aligned(a, size);
+  return hak_aligned_entry(a, size);
 }
 
 HAK_EXPORT void *hak_valloc(size_t size) {
   hak_init();
-  return hak_alloc_aligned(hak_os_page_size(), size);
+  return hak_aligned_entry(hak_os_page_size(), size);
 }
 
 HAK_EXPORT void *hak_pvalloc(size_t size) {
@@ -62,5 +62,5 @@ HAK_EXPORT void *hak_pvalloc(size_t size) {
     return NULL;
   }
   size_t rounded = size ? (size + page - 1) & ~(page - 1) : page;
-  return hak_alloc_aligned(page, rounded);
+  return hak_aligned_entry(page, rounded);
 }

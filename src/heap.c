@@ -179,10 +179,12 @@ static int heap_release_and_leave(hak_heap_t *h, bool now) {
  * usual delays (the next new thread is likely to adopt the heap and want it
  * back); other threads' release ticks purge it when the delays run out. */
 void hak_thread_done(void *arg) {
+  HAK_TRACK_ENTER();
   hak_tls_heap = &hak_heap_empty;
   thread_exited = true;
   heap_release_and_leave(arg, false);
   hak_purger_thread_done();
+  HAK_TRACK_LEAVE();
 }
 
 /* Collect the heaps of exited threads that no thread has adopted yet: all

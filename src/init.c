@@ -14,6 +14,7 @@ static pthread_key_t thread_key;
 static _Atomic int init_state;   /* 0: not started, 1: running, 2: done */
 
 static HAK_COLD void init_once(void) {
+  HAK_TRACK_ENTER();
   hak_os_init();
   hak_options_init();
   hak_secret = hak_os_random() | 1u;
@@ -25,6 +26,7 @@ static HAK_COLD void init_once(void) {
     hak_out_str(&o, "hakmem: cannot create the thread-exit key\n");
     hak_os_abort();
   }
+  HAK_TRACK_LEAVE();
 }
 
 void hak_init(void) {
@@ -46,5 +48,9 @@ void hak_thread_register(hak_heap_t *h) { pthread_setspecific(thread_key, h); }
 __attribute__((constructor)) static void hak_init_constructor(void) { hak_init(); }
 
 __attribute__((destructor)) static void hak_exit_destructor(void) {
-  if (atomic_load(&init_state) == 2 && hak_opt(hak_option_stats)) hak_stats_at_exit();
+  if (atomic_load(&init_state) != 2) return;
+  HAK_TRACK_ENTER();
+  if (hak_opt(hak_option_stats)) hak_stats_at_exit();
+  if (HAK_VALGRIND) hak_purger_stop(true);   /* memcheck's leak check finds no thread of hakmem's */
+  HAK_TRACK_LEAVE();
 }

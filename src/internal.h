@@ -8,6 +8,7 @@
 
 #include "hakmem.h"
 #include "os.h"
+#include "track.h"
 #include "types.h"
 
 /* Everything declared here stays inside the library: the compiler may then
@@ -178,6 +179,7 @@ void hak_ace_describe(hak_out_t *o);   /* the banner's line */
 enum { PURGER_NONE, PURGER_WANTED, PURGER_STARTING, PURGER_RUNNING };
 extern _Atomic int hak_purger_state;
 void hak_purger_notify(void);
+void hak_purger_stop(bool for_good);
 void hak_purger_start(void);
 /* Start the purger if it was asked for. Called where a thread may be
  * created: at the start of a slow path, before it changes anything (thread
@@ -353,6 +355,33 @@ HAK_INLINE void hak_free_fast(void *p) {
     return;
   }
   hak_free_block(p, rel);
+}
+
+/* ---- the entry points' use of the fast paths: what a memory checker is
+ * told (track.h; nothing in other builds) */
+HAK_INLINE void *hak_malloc_entry(size_t size) {
+  HAK_TRACK_ENTER();
+  void *p = hak_malloc_fast(size);
+  HAK_TRACK_LEAVE();
+  HAK_TRACK_ALLOC(p, size, false);
+  return p;
+}
+
+HAK_INLINE void *hak_aligned_entry(size_t align, size_t size) {
+  HAK_TRACK_ENTER();
+  void *p = hak_alloc_aligned(align, size);
+  HAK_TRACK_LEAVE();
+  HAK_TRACK_ALLOC(p, size, false);
+  return p;
+}
+
+/* Withdrawn from the checker first: once hakmem has it, another thread
+ * may hand it out again. */
+HAK_INLINE void hak_free_entry(void *p) {
+  HAK_TRACK_FREE(p);
+  HAK_TRACK_ENTER();
+  hak_free_fast(p);
+  HAK_TRACK_LEAVE();
 }
 
 #pragma GCC visibility pop

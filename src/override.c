@@ -6,8 +6,8 @@
 
 #include "internal.h"
 
-HAK_EXPORT void *malloc(size_t size) { return hak_malloc_fast(size); }
-HAK_EXPORT void free(void *p) { hak_free_fast(p); }
+HAK_EXPORT void *malloc(size_t size) { return hak_malloc_entry(size); }
+HAK_EXPORT void free(void *p) { hak_free_entry(p); }
 HAK_EXPORT void *calloc(size_t count, size_t size) { return hak_calloc(count, size); }
 HAK_EXPORT void *realloc(void *p, size_t size) { return hak_realloc(p, size); }
 HAK_EXPORT void *reallocarray(void *p, size_t count, size_t size) { return hak_reallocarray(p, count, size); }
@@ -19,12 +19,12 @@ HAK_EXPORT void *memalign(size_t alignment, size_t size) { return hak_memalign(a
 HAK_EXPORT void *valloc(size_t size) { return hak_valloc(size); }
 HAK_EXPORT void *pvalloc(size_t size) { return hak_pvalloc(size); }
 HAK_EXPORT size_t malloc_usable_size(void *p) { return hak_usable_size(p); }
-HAK_EXPORT void free_sized(void *p, size_t size) { hak_free_fast(p); }
-HAK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) { hak_free_fast(p); }
+HAK_EXPORT void free_sized(void *p, size_t size) { hak_free_entry(p); }
+HAK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) { hak_free_entry(p); }
 HAK_EXPORT int malloc_trim(size_t pad) { return hak_trim(); }
 
-HAK_EXPORT void *__libc_malloc(size_t size) { return hak_malloc_fast(size); }
-HAK_EXPORT void __libc_free(void *p) { hak_free_fast(p); }
+HAK_EXPORT void *__libc_malloc(size_t size) { return hak_malloc_entry(size); }
+HAK_EXPORT void __libc_free(void *p) { hak_free_entry(p); }
 HAK_EXPORT void *__libc_calloc(size_t count, size_t size) { return hak_calloc(count, size); }
 HAK_EXPORT void *__libc_realloc(void *p, size_t size) { return hak_realloc(p, size); }
 HAK_EXPORT void *__libc_memalign(size_t alignment, size_t size) { return hak_memalign(alignment, size); }

@@ -29,7 +29,7 @@ static _Noreturn HAK_COLD void throw_bad_alloc(void) {
 
 static HAK_COLD void *new_retry(size_t size, size_t align, bool nothrow) {
   for (;;) {
-    void *p = align ? hak_alloc_aligned(align, size) : hak_malloc_fast(size);
+    void *p = align ? hak_aligned_entry(align, size) : hak_malloc_entry(size);
     if (p) return p;
     hak_new_handler handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
     if (!handler) {
@@ -41,17 +41,17 @@ static HAK_COLD void *new_retry(size_t size, size_t align, bool nothrow) {
 }
 
 static inline void *new_plain(size_t size) {
-  void *p = hak_malloc_fast(size);
+  void *p = hak_malloc_entry(size);
   return HAK_LIKELY(p != NULL) ? p : new_retry(size, 0, false);
 }
 
 static inline void *new_aligned(size_t size, size_t align, bool nothrow) {
-  void *p = hak_alloc_aligned(align, size);
+  void *p = hak_aligned_entry(align, size);
   return HAK_LIKELY(p != NULL) ? p : new_retry(size, align, nothrow);
 }
 
 static inline void *new_nothrow(size_t size) {
-  void *p = hak_malloc_fast(size);
+  void *p = hak_malloc_entry(size);
   return HAK_LIKELY(p != NULL) ? p : new_retry(size, 0, true);
 }
 
@@ -66,16 +66,16 @@ HAK_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const vo
 HAK_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { return new_aligned(n, a, true); }
 
 /* operator delete / delete[] */
-HAK_EXPORT void _ZdlPv(void *p) { hak_free_fast(p); }
-HAK_EXPORT void _ZdaPv(void *p) { hak_free_fast(p); }
-HAK_EXPORT void _ZdlPvm(void *p, size_t n) { hak_free_fast(p); }
-HAK_EXPORT void _ZdaPvm(void *p, size_t n) { hak_free_fast(p); }
-HAK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { hak_free_fast(p); }
-HAK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { hak_free_fast(p); }
-HAK_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { hak_free_fast(p); }
-HAK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { hak_free_fast(p); }
-HAK_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { hak_free_fast(p); }
-HAK_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { hak_free_fast(p); }
-HAK_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { hak_free_fast(p); }
-HAK_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { hak_free_fast(p); }
+HAK_EXPORT void _ZdlPv(void *p) { hak_free_entry(p); }
+HAK_EXPORT void _ZdaPv(void *p) { hak_free_entry(p); }
+HAK_EXPORT void _ZdlPvm(void *p, size_t n) { hak_free_entry(p); }
+HAK_EXPORT void _ZdaPvm(void *p, size_t n) { hak_free_entry(p); }
+HAK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { hak_free_entry(p); }
+HAK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { hak_free_entry(p); }
+HAK_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { hak_free_entry(p); }
+HAK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { hak_free_entry(p); }
+HAK_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { hak_free_entry(p); }
+HAK_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { hak_free_entry(p); }
+HAK_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { hak_free_entry(p); }
+HAK_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { hak_free_entry(p); }
 #endif

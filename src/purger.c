@@ -42,6 +42,7 @@ static uint64_t purge_pass(void) {
 }
 
 static void *purger_main(void *arg) {
+  HAK_TRACK_ENTER();   /* all of this thread's work is hakmem's own */
   while (!atomic_load(&stopping)) {
     uint32_t seq = atomic_load(&wake);
     if (!hak_opt(hak_option_background_purge)) {   /* turned off: idle until turned on and notified */
@@ -67,6 +68,7 @@ static void *purger_main(void *arg) {
     hak_os_wait(&wake, seq, timeout);
     atomic_store(&sleeping, 0);
   }
+  HAK_TRACK_LEAVE();
   return NULL;
 }
 
@@ -107,24 +109,31 @@ void hak_purger_start(void) {
 void hak_purger_thread_started(void) { atomic_fetch_add(&live_threads, 1); }
 
 void hak_purger_thread_done(void) {
-  if (atomic_fetch_sub(&live_threads, 1) != 1) return;
+  if (atomic_fetch_sub(&live_threads, 1) == 1) hak_purger_stop(false);
+}
+
+/* Stop the purger, if it runs, and wait for it; for_good: it never starts
+ * again (it stays "starting", which no one else moves on from). */
+void hak_purger_stop(bool for_good) {
   int s = PURGER_RUNNING;
   if (!atomic_compare_exchange_strong(&hak_purger_state, &s, PURGER_STARTING)) return;
   atomic_store(&stopping, 1);
   wake_purger();
   hak_os_thread_join(purger_id);
-  atomic_store(&hak_purger_state, PURGER_WANTED);
+  if (!for_good) atomic_store(&hak_purger_state, PURGER_WANTED);
 }
 
 /* In a forked child the purger (like every thread but the caller) is gone,
  * and so is any sweep that was under way in another thread. */
 static void fork_child(void) {
+  HAK_TRACK_ENTER();
   hak_release_forget_sweeps();
   hak_ace_forked();
   int s = atomic_load_explicit(&hak_purger_state, memory_order_relaxed);
   atomic_store(&sleeping, 0);
   atomic_store(&hak_purger_state, s == PURGER_NONE ? PURGER_NONE : PURGER_WANTED);
   atomic_store(&live_threads, hak_tls_heap != &hak_heap_empty);
+  HAK_TRACK_LEAVE();
 }
 
 /* Register the fork handler; once, from the first thread's first heap (a

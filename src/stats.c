@@ -152,15 +152,19 @@ static void subtract_baseline(struct hak_stats *st) {
 
 HAK_EXPORT void hak_stats_get(struct hak_stats *out) {
   hak_init();
+  HAK_TRACK_ENTER();
   hak_heap_t *h = hak_tls_heap;
   if (h != &hak_heap_empty) hak_heap_collect_all(h);
   merge(out);
   subtract_baseline(out);
+  HAK_TRACK_LEAVE();
 }
 
 HAK_EXPORT void hak_stats_reset(void) {
   hak_init();
+  HAK_TRACK_ENTER();
   merge(&baseline);
+  HAK_TRACK_LEAVE();
 }
 
 /* ---- reports */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "os.h"
+#include "track.h"
 
 static size_t page_size = 4096;
 
@@ -47,6 +48,7 @@ static void *map_raw(void *hint, size_t size, int prot, int extra) {
   errno = e;
   if (p == MAP_FAILED) return NULL;
   count(&n_maps, &n_map_bytes, size);
+  HAK_TRACK_MAPPED(p, size);
   return p;
 }
 
@@ -129,7 +131,9 @@ int hak_os_remap_inplace(void *p, size_t old_size, size_t new_size) {
 #else
   void *q = mremap(p, old_size, new_size, 0);
   errno = e;
-  return q == p ? 0 : -1;
+  if (q != p) return -1;
+  HAK_TRACK_MAPPED(p, new_size);
+  return 0;
 #endif
 }
 
@@ -150,6 +154,8 @@ void *hak_os_remap_aligned(void *p, size_t old_size, size_t new_size, size_t ali
   if (q == MAP_FAILED) {
     munmap((void *)a, new_size);
     q = NULL;
+  } else {
+    HAK_TRACK_MAPPED(q, new_size);
   }
   errno = e;
   return q;
