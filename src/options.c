@@ -18,7 +18,7 @@
 /*            name, kind, {fast, balanced, lean, auto}, min, max, choices, doc */
 static const hak_option_desc_t table[hak_option_count] = {
   [hak_option_profile] = {"PROFILE", HAK_OPT_CHOICE, {3, 3, 3, 3}, 0, 3, "fast|balanced|lean|auto",
-                          "coherent defaults: fast favours speed, lean memory, balanced both; auto adapts the BigCache to the program"},
+                          "coherent defaults: fast favours speed, lean memory, balanced both; auto (the default) is balanced with a BigCache that adapts to the program"},
   [hak_option_stats] = {"STATS", HAK_OPT_CHOICE, {0, 0, 0, 0}, 0, 2, "0|1|json",
                         "print statistics at exit: 1 as text, json as one JSON object"},
   [hak_option_stats_file] = {"STATS_FILE", HAK_OPT_STRING, {0, 0, 0, 0}, 0, 0, NULL,
