@@ -8,6 +8,7 @@
 #   build/tsan/       TSan, override off (tests drive the hak_* API)
 #   build/stat2/      statistics level 2 (make STAT=2 builds the release so)
 #   build/valgrind/   memcheck-aware (src/track.h), override on: make VALGRIND=1
+#   build/asan-aware/ AddressSanitizer-aware (src/track.h), override on: make ASAN=1
 
 CC      ?= cc
 CXX     ?= c++
@@ -28,7 +29,8 @@ HDRS := $(wildcard include/*.h src/*.h)
 B := build
 
 .PHONY: all test clean bench-programs
-all: $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem bench-programs $(if $(filter 1,$(VALGRIND)),valgrind)
+all: $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem bench-programs $(if $(filter 1,$(VALGRIND)),valgrind) \
+     $(if $(filter 1,$(ASAN)),$(B)/asan-aware/libhakmem.a)
 
 # --- one library variant: $(1)=dir $(2)=extra cflags $(3)=override(0/1) $(4)=stat level
 define LIBVARIANT
@@ -46,6 +48,7 @@ $(eval $(call LIBVARIANT,$(B)/asan,-fsanitize=address -fno-omit-frame-pointer,0)
 $(eval $(call LIBVARIANT,$(B)/tsan,-fsanitize=thread,0))
 $(eval $(call LIBVARIANT,$(B)/stat2,,1,2))
 $(eval $(call LIBVARIANT,$(B)/valgrind,-DHAK_VALGRIND=1,1))
+$(eval $(call LIBVARIANT,$(B)/asan-aware,-DHAK_ASAN=1,1))
 
 # --- the shared library of a variant, $(1)=dir: the versioned file and the
 # links that the soname and -lhakmem look for
@@ -159,15 +162,21 @@ $(T)/fuzz: tests/fuzz.c tests/check.h $(HDRS) $(B)/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/libhakmem.a -lpthread
 $(T)/fuzz_glibc: tests/fuzz.c tests/check.h $(HDRS) | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -lpthread
-# memcheck's view of a program (tests/valgrind.sh): with the Valgrind-aware
-# hakmem, with glibc to compare, and with the default hakmem (which it
-# cannot see into)
-$(T)/valgrind_target: tests/valgrind_target.c $(B)/valgrind/libhakmem.a | $(T)
+# memory checkers' view of a program (tests/valgrind.sh, tests/asan.sh):
+# with the Valgrind-aware hakmem, the default one (which memcheck cannot
+# see into) and glibc, and instrumented with the AddressSanitizer-aware one
+# (linked whole: libasan has a malloc too)
+$(T)/checker_valgrind: tests/checker_target.c $(B)/valgrind/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/valgrind/libhakmem.a -lpthread
-$(T)/valgrind_target_plain: tests/valgrind_target.c $(B)/libhakmem.a | $(T)
+$(T)/checker_plain: tests/checker_target.c $(B)/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/libhakmem.a -lpthread
-$(T)/valgrind_target_glibc: tests/valgrind_target.c | $(T)
+$(T)/checker_glibc: tests/checker_target.c | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -lpthread
+$(T)/checker_asan: tests/checker_target.c $(B)/asan-aware/libhakmem.a | $(T)
+	$(CC) $(TEST_CFLAGS) -fsanitize=address -fno-omit-frame-pointer -o $@ $< \
+	  -Wl,--whole-archive $(B)/asan-aware/libhakmem.a -Wl,--no-whole-archive -lpthread
+$(T)/checker_asan_glibc: tests/checker_target.c | $(T)
+	$(CC) $(TEST_CFLAGS) -fsanitize=address -fno-omit-frame-pointer -o $@ $< -lpthread
 $(T)/fuzz_shim.so: tests/fuzz_shim.c | $(T)
 	$(CC) $(CSTD) $(WARN) -O1 -g -fPIC -shared -o $@ $<
 $(T)/%: tests/%.cc $(B)/libhakmem.so | $(T)
@@ -183,7 +192,8 @@ TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
              $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
              $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn test_large_race test_release) \
              $(T)/stat2_test_stats $(T)/fuzz $(T)/fuzz_glibc $(T)/fuzz_shim.so \
-             $(if $(wildcard /usr/include/valgrind/memcheck.h),$(T)/valgrind_target $(T)/valgrind_target_plain $(T)/valgrind_target_glibc \
+             $(T)/checker_asan $(T)/checker_asan_glibc \
+             $(if $(wildcard /usr/include/valgrind/memcheck.h),$(T)/checker_valgrind $(T)/checker_plain $(T)/checker_glibc \
                $(B)/valgrind/libhakmem.so $(B)/valgrind/$(SONAME))
 
 test: all $(TEST_BINS)

@@ -15,7 +15,7 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
   }
   HAK_TRACK_ENTER();
   void *p = total > HAK_MID_MAX ? hak_large_alloc(total, HAK_ALIGN, true) : hak_malloc_fast(total);
-  if (p && total <= HAK_MID_MAX) memset(p, 0, total);
+  if (p && total <= HAK_MID_MAX) hak_block_zero(p, total);
   HAK_TRACK_LEAVE();
   HAK_TRACK_ALLOC(p, total, true);
   return p;
@@ -38,7 +38,7 @@ static void *resize(void *p, size_t size, size_t usable, bool *copied) {
   }
   void *q = hak_malloc_fast(size);
   if (!q) return NULL;
-  memcpy(q, p, size < usable ? size : usable);
+  hak_block_copy(q, p, size < usable ? size : usable);
   *copied = true;
   return q;
 }
@@ -49,6 +49,8 @@ HAK_EXPORT void *hak_realloc(void *p, size_t size) {
     hak_free_entry(p);
     return NULL;
   }
+  void *moved;
+  if (HAK_TRACK_FOREIGN_REALLOC(p, size, &moved)) return moved;
   bool copied = false;
   HAK_TRACK_ENTER();
   size_t usable = hak_block_usable(p, "realloc");
@@ -76,6 +78,8 @@ HAK_EXPORT void *hak_reallocarray(void *p, size_t count, size_t size) {
 }
 
 HAK_EXPORT size_t hak_usable_size(const void *p) {
+  size_t foreign;
+  if (HAK_TRACK_FOREIGN_USABLE(p, &foreign)) return foreign;
   HAK_TRACK_ENTER();
   size_t n = p ? hak_block_usable(p, "malloc_usable_size") : 0;
   HAK_TRACK_LEAVE();

@@ -378,6 +378,7 @@ HAK_INLINE void *hak_aligned_entry(size_t align, size_t size) {
 /* Withdrawn from the checker first: once hakmem has it, another thread
  * may hand it out again. */
 HAK_INLINE void hak_free_entry(void *p) {
+  if (HAK_TRACK_FOREIGN_FREE(p)) return;
   HAK_TRACK_FREE(p);
   HAK_TRACK_ENTER();
   hak_free_fast(p);

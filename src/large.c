@@ -72,7 +72,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   if (HAK_STAT) hak_stats_bigcache(hdr != NULL);
   if (hdr) {
     large_set_user(hdr, (char *)hdr + off);
-    if (zero) memset(hdr->user, 0, size);
+    if (zero) hak_block_zero(hdr->user, size);
     if (HAK_STAT) hak_stats_large(1, size, (int64_t)hdr->map_size);
     return hdr->user;
   }

@@ -21,6 +21,9 @@
 #ifndef HAK_VALGRIND
 #define HAK_VALGRIND 0
 #endif
+#ifndef HAK_ASAN
+#define HAK_ASAN 0
+#endif
 
 #if HAK_VALGRIND
 #include <valgrind/memcheck.h>
@@ -37,6 +40,32 @@
   } while (0)
 /* The first n bytes of a moved or resized block hold what the old one did. */
 #define HAK_TRACK_DEFINED(p, n) VALGRIND_MAKE_MEM_DEFINED((p), (n))
+#elif HAK_ASAN
+/* The AddressSanitizer-aware build (make ASAN=1): hakmem itself is not
+ * instrumented; a block's bytes past its requested size and every freed
+ * block are poisoned, so that the program's instrumented code reports
+ * touching them (as use-after-poison). track.c. */
+void hak_track_asan_alloc(void *p, size_t n);
+void hak_track_asan_free(void *p);
+/* Zeroing and copying of blocks by hakmem itself, past the sanitizer's
+ * interceptors of memset and memcpy, which would check the poison. */
+void hak_block_zero(void *p, size_t n);
+void hak_block_copy(void *to, const void *from, size_t n);
+/* The sanitizer's interceptors of strdup, getcwd and the like allocate from
+ * its own heap: free, realloc and malloc_usable_size of such a block go
+ * back to it (true: p was one, and it was dealt with). */
+bool hak_track_foreign_free(void *p);
+bool hak_track_foreign_realloc(void *p, size_t n, void **out);
+bool hak_track_foreign_usable(const void *p, size_t *out);
+#define HAK_TRACK_FOREIGN_FREE(p) hak_track_foreign_free(p)
+#define HAK_TRACK_FOREIGN_REALLOC(p, n, out) hak_track_foreign_realloc((p), (n), (out))
+#define HAK_TRACK_FOREIGN_USABLE(p, out) hak_track_foreign_usable((p), (out))
+#define HAK_TRACK_ENTER() ((void)0)
+#define HAK_TRACK_LEAVE() ((void)0)
+#define HAK_TRACK_MAPPED(p, n) ((void)0)
+#define HAK_TRACK_ALLOC(p, n, zeroed) hak_track_asan_alloc((p), (n))
+#define HAK_TRACK_FREE(p) hak_track_asan_free(p)
+#define HAK_TRACK_DEFINED(p, n) ((void)0)
 #else
 #define HAK_TRACK_ENTER() ((void)0)
 #define HAK_TRACK_LEAVE() ((void)0)
@@ -44,6 +73,14 @@
 #define HAK_TRACK_ALLOC(p, n, zeroed) ((void)0)
 #define HAK_TRACK_FREE(p) ((void)0)
 #define HAK_TRACK_DEFINED(p, n) ((void)0)
+#endif
+
+#if !HAK_ASAN
+#define hak_block_zero(p, n) memset((p), 0, (n))
+#define hak_block_copy(to, from, n) memcpy((to), (from), (n))
+#define HAK_TRACK_FOREIGN_FREE(p) false
+#define HAK_TRACK_FOREIGN_REALLOC(p, n, out) false
+#define HAK_TRACK_FOREIGN_USABLE(p, out) false
 #endif
 
 #endif

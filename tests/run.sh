@@ -6,7 +6,8 @@
 # (noarena_), the fuzzer (tests/fuzz.sh) under each profile with and without
 # the arena and its planted-bug check (tests/fuzz_plant.sh), the smoke test,
 # a correctness run of the benchmarks (bench/smoke.sh), memcheck on the
-# Valgrind-aware build against glibc (tests/valgrind.sh), and the install test
+# Valgrind-aware build against glibc (tests/valgrind.sh), AddressSanitizer on
+# the ASan-aware build (tests/asan.sh), and the install test
 # (tests/install.py: make install, the hakmem command, README's examples,
 # the Rust crates' cargo test). Sums the "RESULT <name> <passed> <failed>" lines; a program
 # that crashes, times out or prints no RESULT line counts as one failure.
@@ -133,6 +134,10 @@ record bench "$rc" "$LOGS/bench.log" $((SECONDS - start))
 start=$SECONDS
 { timeout -k 10 600 tests/valgrind.sh >"$LOGS/valgrind.log" 2>&1; rc=$?; } 2>/dev/null
 record valgrind "$rc" "$LOGS/valgrind.log" $((SECONDS - start))
+
+start=$SECONDS
+{ timeout -k 10 300 tests/asan.sh >"$LOGS/asan.log" 2>&1; rc=$?; } 2>/dev/null
+record asan "$rc" "$LOGS/asan.log" $((SECONDS - start))
 
 start=$SECONDS
 { timeout -k 10 1200 tests/install.py >"$LOGS/install.log" 2>&1; rc=$?; } 2>/dev/null

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # memcheck sees hakmem's blocks as it sees glibc's (src/track.h).
 #
-# tests/valgrind_target.c is built three times: with the Valgrind-aware
+# tests/checker_target.c is built three times: with the Valgrind-aware
 # hakmem (build/valgrind), with glibc's malloc, and with the default hakmem.
 # Under valgrind --leak-check=full each planted bug (a leak, a use after
 # free, a one-byte overflow, a branch on uninitialised bytes) must be
@@ -16,17 +16,10 @@ set -u
 cd "$(dirname "$0")/.."
 T=build/test
 LIB=$PWD/build/valgrind/libhakmem.so
-passed=0
-failed=0
-pass() { echo "PASS valgrind:$1"; passed=$((passed + 1)); }
-fail() {
-  echo "FAIL valgrind:$1"
-  shift
-  printf '%s\n' "$@" | head -n 40 | sed 's/^/    /'
-  failed=$((failed + 1))
-}
+NAME=valgrind
+. tests/checks.sh
 
-if ! command -v valgrind >/dev/null || [ ! -x $T/valgrind_target ]; then
+if ! command -v valgrind >/dev/null || [ ! -x $T/checker_valgrind ]; then
   echo "SKIP valgrind (valgrind or its headers not installed)"
   echo "RESULT valgrind 0 0"
   exit 0
@@ -45,8 +38,8 @@ findings() {
 }
 
 for mode in leak uaf overflow uninit clean; do
-  "${VG[@]}" $T/valgrind_target "$mode" >"$OUT/hak.$mode" 2>&1
-  "${VG[@]}" $T/valgrind_target_glibc "$mode" >"$OUT/glibc.$mode" 2>&1
+  "${VG[@]}" $T/checker_valgrind "$mode" >"$OUT/hak.$mode" 2>&1
+  "${VG[@]}" $T/checker_glibc "$mode" >"$OUT/glibc.$mode" 2>&1
   h=$(findings "$OUT/hak.$mode")
   g=$(findings "$OUT/glibc.$mode")
   if [ -n "$g" ] && [ "$h" = "$g" ]; then
@@ -70,7 +63,7 @@ else
 fi
 
 for mode in leak uaf; do
-  "${VG[@]}" $T/valgrind_target_plain "$mode" >"$OUT/plain.$mode" 2>&1
+  "${VG[@]}" $T/checker_plain "$mode" >"$OUT/plain.$mode" 2>&1
   if grep -qE 'definitely lost|Invalid read' "$OUT/plain.$mode"; then
     fail "the default build misses the $mode (the annotations find it)" "$(cat "$OUT/plain.$mode")"
   else
@@ -98,5 +91,4 @@ run_real() {
 run_real sort 'by 0x[0-9A-F]+: hak_' sort /etc/services
 run_real git 'hakmem statistics' git --version
 
-echo "RESULT valgrind $passed $failed"
-[ "$failed" -eq 0 ]
+result

@@ -16,6 +16,32 @@
 #include "os.h"
 #include "track.h"
 
+/* The kernel's calls. The AddressSanitizer-aware build (make ASAN=1) makes
+ * them as raw system calls: the sanitizer intercepts the libc functions, and
+ * hakmem's first allocation comes while it is still setting its
+ * interceptors up (its dlsym allocates), when they cannot pass a call on. */
+#if HAK_ASAN
+#define os_mmap(a, n, prot, flags, fd, off) ((void *)syscall(SYS_mmap, a, n, prot, flags, fd, off))
+#define os_munmap(a, n) syscall(SYS_munmap, a, n)
+#define os_madvise(a, n, advice) syscall(SYS_madvise, a, n, advice)
+#define os_mremap(...) ((void *)syscall(SYS_mremap, __VA_ARGS__))
+#define os_clock_gettime(clock, ts) syscall(SYS_clock_gettime, clock, ts)
+#define os_open(path, flags, ...) ((int)syscall(SYS_openat, AT_FDCWD, path, flags, ##__VA_ARGS__))
+#define os_read(fd, buf, n) syscall(SYS_read, fd, buf, n)
+#define os_write(fd, buf, n) syscall(SYS_write, fd, buf, n)
+#define os_close(fd) syscall(SYS_close, fd)
+#else
+#define os_mmap mmap
+#define os_munmap munmap
+#define os_madvise madvise
+#define os_mremap mremap
+#define os_clock_gettime clock_gettime
+#define os_open open
+#define os_read read
+#define os_write write
+#define os_close close
+#endif
+
 static size_t page_size = 4096;
 
 static _Atomic uint64_t n_maps, n_map_bytes, n_unmaps, n_unmap_bytes, n_decommits, n_decommit_bytes, n_remaps;
@@ -44,7 +70,7 @@ size_t hak_os_page_size(void) { return page_size; }
 
 static void *map_raw(void *hint, size_t size, int prot, int extra) {
   int e = errno;
-  void *p = mmap(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
+  void *p = os_mmap(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
   errno = e;
   if (p == MAP_FAILED) return NULL;
   count(&n_maps, &n_map_bytes, size);
@@ -57,7 +83,7 @@ void *hak_os_map(size_t size) { return map_raw(NULL, size, PROT_READ | PROT_WRIT
 void hak_os_unmap(void *p, size_t size) {
   int e = errno;
   count(&n_unmaps, &n_unmap_bytes, size);
-  munmap(p, size);
+  os_munmap(p, size);
   errno = e;
 }
 
@@ -107,7 +133,7 @@ void *hak_os_reserve_aligned(size_t size, size_t align) {
 void hak_os_decommit(void *p, size_t size) {
   int e = errno;
   count(&n_decommits, &n_decommit_bytes, size);
-  madvise(p, size, MADV_DONTNEED);
+  os_madvise(p, size, MADV_DONTNEED);
   errno = e;
 }
 
@@ -123,13 +149,13 @@ int hak_os_remap_inplace(void *p, size_t old_size, size_t new_size) {
   count(&n_remaps, NULL, 0);
 #if defined(__SANITIZE_THREAD__)
   char *want = (char *)p + old_size;
-  void *q = mmap(want, new_size - old_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+  void *q = os_mmap(want, new_size - old_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
                  -1, 0);
-  if (q != MAP_FAILED && q != want) munmap(q, new_size - old_size);   /* a kernel before 4.17: only a hint */
+  if (q != MAP_FAILED && q != want) os_munmap(q, new_size - old_size);   /* a kernel before 4.17: only a hint */
   errno = e;
   return q == want ? 0 : -1;
 #else
-  void *q = mremap(p, old_size, new_size, 0);
+  void *q = os_mremap(p, old_size, new_size, 0);
   errno = e;
   if (q != p) return -1;
   HAK_TRACK_MAPPED(p, new_size);
@@ -140,19 +166,19 @@ int hak_os_remap_inplace(void *p, size_t old_size, size_t new_size) {
 /* Reserve an aligned target without access, then move the pages into it. */
 void *hak_os_remap_aligned(void *p, size_t old_size, size_t new_size, size_t align) {
   int e = errno;
-  char *r = mmap(NULL, new_size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  char *r = os_mmap(NULL, new_size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (r == MAP_FAILED) {
     errno = e;
     return NULL;
   }
   uintptr_t a = ((uintptr_t)r + align - 1) & ~(uintptr_t)(align - 1);
   size_t head = a - (uintptr_t)r;
-  if (head) munmap(r, head);
-  if (align - head) munmap((char *)a + new_size, align - head);
+  if (head) os_munmap(r, head);
+  if (align - head) os_munmap((char *)a + new_size, align - head);
   count(&n_remaps, NULL, 0);
-  void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)a);
+  void *q = os_mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)a);
   if (q == MAP_FAILED) {
-    munmap((void *)a, new_size);
+    os_munmap((void *)a, new_size);
     q = NULL;
   } else {
     HAK_TRACK_MAPPED(q, new_size);
@@ -163,7 +189,7 @@ void *hak_os_remap_aligned(void *p, size_t old_size, size_t new_size, size_t ali
 
 uint64_t hak_os_now_ms(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  os_clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
@@ -214,7 +240,7 @@ uint64_t hak_os_random(void) {
   const unsigned char *ar = (const unsigned char *)getauxval(AT_RANDOM);
   if (ar) memcpy(&r, ar, sizeof r);
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  os_clock_gettime(CLOCK_MONOTONIC, &ts);
   r ^= (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull;
   r ^= r >> 31;
   return r;
@@ -223,7 +249,7 @@ uint64_t hak_os_random(void) {
 void hak_os_write_fd(int fd, const char *s, size_t n) {
   int e = errno;
   while (n) {
-    ssize_t w = write(fd, s, n);
+    ssize_t w = os_write(fd, s, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) break;
     s += w;
@@ -234,27 +260,27 @@ void hak_os_write_fd(int fd, const char *s, size_t n) {
 
 int hak_os_open_write(const char *path) {
   int e = errno;
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = os_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   errno = e;
   return fd;
 }
 
 void hak_os_close(int fd) {
   int e = errno;
-  close(fd);
+  os_close(fd);
   errno = e;
 }
 
 long hak_os_read_file(const char *path, char *buf, size_t n) {
   int e = errno;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = os_open(path, O_RDONLY | O_CLOEXEC);
   long len = -1;
   if (fd >= 0) {
     len = 0;
     ssize_t r;
-    while ((size_t)len + 1 < n && (r = read(fd, buf + len, n - 1 - (size_t)len)) > 0) len += r;
+    while ((size_t)len + 1 < n && (r = os_read(fd, buf + len, n - 1 - (size_t)len)) > 0) len += r;
     buf[len] = 0;
-    close(fd);
+    os_close(fd);
   }
   errno = e;
   return len;

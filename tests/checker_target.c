@@ -1,20 +1,26 @@
-/* A program for memcheck (tests/valgrind.sh), built twice: linked with the
- * Valgrind-aware hakmem (build/valgrind/libhakmem.a) and with glibc's
- * malloc, so that the reports can be compared.
+/* A program for memory checkers, built linked with the Valgrind-aware
+ * hakmem (build/valgrind), the AddressSanitizer-aware one (build/asan-aware,
+ * the program instrumented), the default hakmem and glibc's malloc
+ * (tests/valgrind.sh, tests/asan.sh).
  *
- *   valgrind_target leak       one block of 100 bytes lost
- *   valgrind_target uaf        a read of a freed block (it is in hakmem's cache)
- *   valgrind_target overflow   a write one byte past a 24-byte block
- *   valgrind_target uninit     a branch on a byte malloc did not set
- *   valgrind_target clean      the whole malloc family on 3 threads, blocks
+ *   checker leak       one block of 100 bytes lost
+ *   checker uaf        a read of a freed block (it is in hakmem's cache)
+ *   checker overflow   a write one byte past a 24-byte block
+ *   checker uninit     a branch on a byte malloc did not set
+ *   checker foreign    strdup, strndup, getcwd and realpath blocks, realloc'd,
+ *                      measured and freed (under the sanitizer its
+ *                      interceptors allocate some of them from its own heap)
+ *   checker clean      the whole malloc family on 3 threads, blocks
  *                              of up to 600 KiB, realloc across tiers, every
  *                              block checked, the last ones freed by the
  *                              main thread: no error, no leak */
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile unsigned char sink;
 
@@ -88,6 +94,16 @@ int main(int argc, char **argv) {
     char *volatile p = malloc(n);
     ((volatile char *)p)[n] = 3;
     free(p);
+  } else if (!strcmp(mode, "foreign")) {
+    char *a = strdup("checker"), *b = strndup("checker target", 7), *c = getcwd(NULL, 0), *d = realpath(".", NULL);
+    if (!a || !b || !c || !d || strcmp(a, b) || strcmp(c, d) || malloc_usable_size(a) < 8) abort();
+    a = realloc(a, 4000);
+    strcat(a, " grown");
+    if (strcmp(a, "checker grown")) abort();
+    free(a);
+    free(b);
+    free(c);
+    free(d);
   } else if (!strcmp(mode, "uninit")) {
     char *volatile p = malloc(32);
     if (p[5] == 7) puts("seven");
