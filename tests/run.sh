@@ -111,37 +111,26 @@ fi
 # The fuzzer: 2M operations under each profile, with and without the arena
 # (16M in all), each with a new seed that its log names; then proof that it
 # fails on planted bugs.
+# run_script NAME SECONDS COMMAND...: a test script, its log and its RESULT lines.
+run_script() {
+  local name=$1 limit=$2 start=$SECONDS rc
+  shift 2
+  { timeout -k 10 "$limit" "$@" >"$LOGS/$name.log" 2>&1; rc=$?; } 2>/dev/null
+  record "$name" "$rc" "$LOGS/$name.log" $((SECONDS - start))
+}
+
 for p in fast balanced lean auto; do
   for a in arena noarena; do
-    name=fuzz_${p}_$a
-    start=$SECONDS
-    { FUZZ_OPS=2e6 timeout -k 10 300 tests/fuzz.sh "$p" "$a" >"$LOGS/$name.log" 2>&1; rc=$?; } 2>/dev/null
-    record "$name" "$rc" "$LOGS/$name.log" $((SECONDS - start))
+    FUZZ_OPS=2e6 run_script "fuzz_${p}_$a" 300 tests/fuzz.sh "$p" "$a"
   done
 done
-start=$SECONDS
-{ timeout -k 10 300 tests/fuzz_plant.sh >"$LOGS/fuzz_plant.log" 2>&1; rc=$?; } 2>/dev/null
-record fuzz_plant "$rc" "$LOGS/fuzz_plant.log" $((SECONDS - start))
+run_script fuzz_plant 300 tests/fuzz_plant.sh
 
-start=$SECONDS
-{ timeout -k 10 300 tests/smoke.sh >"$LOGS/smoke.log" 2>&1; rc=$?; } 2>/dev/null
-record smoke "$rc" "$LOGS/smoke.log" $((SECONDS - start))
-
-start=$SECONDS
-{ timeout -k 10 300 bench/smoke.sh >"$LOGS/bench.log" 2>&1; rc=$?; } 2>/dev/null
-record bench "$rc" "$LOGS/bench.log" $((SECONDS - start))
-
-start=$SECONDS
-{ timeout -k 10 600 tests/valgrind.sh >"$LOGS/valgrind.log" 2>&1; rc=$?; } 2>/dev/null
-record valgrind "$rc" "$LOGS/valgrind.log" $((SECONDS - start))
-
-start=$SECONDS
-{ timeout -k 10 300 tests/asan.sh >"$LOGS/asan.log" 2>&1; rc=$?; } 2>/dev/null
-record asan "$rc" "$LOGS/asan.log" $((SECONDS - start))
-
-start=$SECONDS
-{ timeout -k 10 1200 tests/install.py >"$LOGS/install.log" 2>&1; rc=$?; } 2>/dev/null
-record install "$rc" "$LOGS/install.log" $((SECONDS - start))
+run_script smoke 300 tests/smoke.sh
+run_script bench 300 bench/smoke.sh
+run_script valgrind 600 tests/valgrind.sh
+run_script asan 300 tests/asan.sh
+run_script install 1200 tests/install.py
 
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]
