@@ -22,7 +22,7 @@ static const hak_option_desc_t table[hak_option_count] = {
   [hak_option_stats] = {"STATS", HAK_OPT_CHOICE, {0, 0, 0, 0}, 0, 2, "0|1|json",
                         "print statistics at exit: 1 as text, json as one JSON object"},
   [hak_option_stats_file] = {"STATS_FILE", HAK_OPT_STRING, {0, 0, 0, 0}, 0, 0, NULL,
-                             "file the statistics go to instead of stderr"},
+                             "file the statistics go to instead of stderr; %p in it becomes the process id"},
   [hak_option_route_banner] = {"ROUTE_BANNER", HAK_OPT_BOOL, {0, 0, 0, 0}, 0, 1, NULL,
                                "describe the configuration on stderr at start-up"},
   [hak_option_cache_bytes] = {"CACHE_BYTES", HAK_OPT_SIZE, {128 * K, 64 * K, 16 * K, 64 * K}, 1 * K, 64 * M, NULL,

@@ -43,6 +43,7 @@ uint64_t hak_os_random(void);
 
 /* Write all of s to fd (2: stderr) without allocating. */
 void     hak_os_write_fd(int fd, const char *s, size_t n);
+int      hak_os_pid(void);
 /* Open a file for writing (created, truncated); -1 on failure. */
 int      hak_os_open_write(const char *path);
 void     hak_os_close(int fd);

@@ -201,6 +201,21 @@ static void test_reports(void) {
   CHECK(system(cmd) == 0, "python3 -m json.tool rejects the report");
   unlink(path);
 
+  /* %p in the file name is the process id: a program's children write
+   * their own reports. */
+  char dir[] = "/tmp/hakmem-stats-dir-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  snprintf(file_env, sizeof file_env, "HAKMEM_STATS_FILE=%s/r.%%p.%%p", dir);
+  const char *per_pid[] = {"HAKMEM_STATS=1", file_env, NULL};
+  run_child(per_pid);
+  snprintf(cmd, sizeof cmd,
+           "f=$(ls %s) && echo \"$f\" | grep -qE '^r\\.[0-9]+\\.[0-9]+$' && p=${f#r.} && "
+           "[ \"${p%%%%.*}\" = \"${p#*.}\" ] && [ \"$(ls %s | wc -l)\" = 1 ] && grep -q 'hakmem statistics' %s/$f",
+           dir, dir, dir);
+  CHECK(system(cmd) == 0, "no report at %s/r.<pid>.<pid>", dir);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0, "rm %s", dir);
+
   const char *banner[] = {"HAKMEM_ROUTE_BANNER=1", "HAKMEM_PURGE_DELAY_MS=5", NULL};
   run_child(banner);
   CHECK(strncmp(err, "hakmem 0.", 9) == 0, "no banner: %s", err);

@@ -30,6 +30,7 @@
 #define os_read(fd, buf, n) syscall(SYS_read, fd, buf, n)
 #define os_write(fd, buf, n) syscall(SYS_write, fd, buf, n)
 #define os_close(fd) syscall(SYS_close, fd)
+#define os_getpid() ((int)syscall(SYS_getpid))
 #else
 #define os_mmap mmap
 #define os_munmap munmap
@@ -40,6 +41,7 @@
 #define os_read read
 #define os_write write
 #define os_close close
+#define os_getpid getpid
 #endif
 
 static size_t page_size = 4096;
@@ -257,6 +259,8 @@ void hak_os_write_fd(int fd, const char *s, size_t n) {
   }
   errno = e;
 }
+
+int hak_os_pid(void) { return os_getpid(); }
 
 int hak_os_open_write(const char *path) {
   int e = errno;
