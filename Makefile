@@ -51,11 +51,14 @@ $(eval $(call LIBVARIANT,$(B)/valgrind,-DHAK_VALGRIND=1,1))
 $(eval $(call LIBVARIANT,$(B)/asan-aware,-DHAK_ASAN=1,1))
 
 # --- the shared library of a variant, $(1)=dir: the versioned file and the
-# links that the soname and -lhakmem look for
+# links that the soname and -lhakmem look for (libhakmem.so -> the soname ->
+# the file; make install copies them as they are)
 define SHAREDLIB
 $(1)/libhakmem.so.$(VERSION): $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))
 	$$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,now -o $$@ $$^ -lpthread
-$(1)/$(SONAME) $(1)/libhakmem.so: $(1)/libhakmem.so.$(VERSION)
+$(1)/$(SONAME): $(1)/libhakmem.so.$(VERSION)
+	ln -sfn $$(notdir $$<) $$@
+$(1)/libhakmem.so: $(1)/$(SONAME)
 	ln -sfn $$(notdir $$<) $$@
 endef
 $(eval $(call SHAREDLIB,$(B)))
@@ -83,11 +86,10 @@ PKG_SUBST  := sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' -e 's|
                   -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g'
 
 .PHONY: install uninstall
-install: $(B)/libhakmem.so.$(VERSION) $(B)/libhakmem.a $(B)/hakmem
+install: $(B)/libhakmem.so.$(VERSION) $(B)/$(SONAME) $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)
 	install -m 755 $(B)/libhakmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
-	ln -sfn libhakmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
-	ln -sfn $(SONAME) $(DESTDIR)$(LIBDIR)/libhakmem.so
+	cp -P $(B)/$(SONAME) $(B)/libhakmem.so $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(B)/libhakmem.a $(DESTDIR)$(LIBDIR)/
 	install -m 644 include/hakmem.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(B)/hakmem $(DESTDIR)$(BINDIR)/

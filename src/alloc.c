@@ -14,8 +14,9 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
     return NULL;
   }
   HAK_TRACK_ENTER();
-  void *p = total > HAK_MID_MAX ? hak_large_alloc(total, HAK_ALIGN, true) : hak_malloc_fast(total);
-  if (p && total <= HAK_MID_MAX) hak_block_zero(p, total);
+  void *p;
+  if (total > HAK_MID_MAX) p = hak_large_alloc(total, HAK_ALIGN, true);   /* zeroed there */
+  else if ((p = hak_malloc_fast(total))) hak_block_zero(p, total);
   HAK_TRACK_LEAVE();
   HAK_TRACK_ALLOC(p, total, true);
   return p;

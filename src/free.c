@@ -143,15 +143,22 @@ HAK_NOINLINE void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s) {
   batch_add(b, cls, owner, p);
 }
 
-/* Usable size of a block, after checking it is one of ours and in use. */
-size_t hak_block_usable(const void *p, const char *fn) {
+/* Usable size of p if it is a block of a slab in use or a large block
+ * (whose own checks stop the program, naming fn), else 0. */
+size_t hak_block_live_usable(const void *p, const char *fn) {
   uintptr_t a = (uintptr_t)p;
   uint8_t kind = hak_registry_kind(a);
   if (kind == HAK_REG_SUPERSLAB) {
     hak_slab_t *s = hak_unit_of(hak_ss_of(p), a);
-    if (!hak_is_block(s, a) || ((const uintptr_t *)p)[1] == hak_free_mark()) hak_fatal_block(fn, "use after free of", p);
-    return hak_class_size[s->cls];
+    return hak_is_block(s, a) && ((const uintptr_t *)p)[1] != hak_free_mark() ? hak_class_size[s->cls] : 0;
   }
-  if (kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED) return hak_large_usable(p, kind, fn);
+  return kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED ? hak_large_usable(p, kind, fn) : 0;
+}
+
+/* Usable size of a block, after checking it is one of ours and in use. */
+size_t hak_block_usable(const void *p, const char *fn) {
+  size_t n = hak_block_live_usable(p, fn);
+  if (n) return n;
+  if (hak_registry_kind((uintptr_t)p) == HAK_REG_SUPERSLAB) hak_fatal_block(fn, "use after free of", p);
   hak_fatal_pointer(fn, "invalid pointer", p);
 }

@@ -216,6 +216,7 @@ _Noreturn void hak_fatal_block(const char *fn, const char *freed, const void *p)
  * tail jumps and free needs no stack frame. */
 void hak_free_invalid(const void *p);
 void hak_free_double(const void *p);
+size_t hak_block_live_usable(const void *p, const char *fn);
 size_t hak_block_usable(const void *p, const char *fn);
 
 /* ---- alloc_aligned.c */

@@ -21,21 +21,9 @@ __attribute__((constructor)) static void sanitizer_ready(void) {
   ready = true;
 }
 
-/* The usable size of p if it is a live block of hakmem's, else 0: free's
- * own checks then say what is wrong with it. */
-static size_t live_usable(const void *p) {
-  uintptr_t a = (uintptr_t)p;
-  uint8_t kind = hak_registry_kind(a);
-  if (kind == HAK_REG_SUPERSLAB) {
-    hak_slab_t *s = hak_unit_of(hak_ss_of(p), a);
-    return hak_is_block(s, a) && ((const uintptr_t *)p)[1] != hak_free_mark() ? hak_class_size[s->cls] : 0;
-  }
-  return kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED ? hak_large_usable(p, kind, "free") : 0;
-}
-
 void hak_track_asan_alloc(void *p, size_t n) {
   if (!p || !ready) return;
-  size_t usable = live_usable(p);
+  size_t usable = hak_block_live_usable(p, "malloc");
   __asan_unpoison_memory_region(p, n);
   if (usable > n) __asan_poison_memory_region((char *)p + n, usable - n);
 }
@@ -51,7 +39,7 @@ __attribute__((optimize("no-tree-loop-distribute-patterns"))) void hak_block_cop
 }
 
 void hak_track_asan_free(void *p) {
-  size_t usable = p && ready ? live_usable(p) : 0;
+  size_t usable = p && ready ? hak_block_live_usable(p, "free") : 0;  /* 0: free says what is wrong */
   if (usable) __asan_poison_memory_region(p, usable);
 }
 /* A block of the sanitizer's heap, not hakmem's. */
