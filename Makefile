@@ -9,6 +9,7 @@
 #   build/stat2/      statistics level 2 (make STAT=2 builds the release so)
 #   build/valgrind/   memcheck-aware (src/track.h), override on: make VALGRIND=1
 #   build/asan-aware/ AddressSanitizer-aware (src/track.h), override on: make ASAN=1
+#   build/secure/     secure (docs/secure.md): libhakmem-secure.so, libhakmem-secure.a: make SECURE=1
 
 CC      ?= cc
 CXX     ?= c++
@@ -30,15 +31,16 @@ B := build
 
 .PHONY: all test clean bench-programs
 all: $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem bench-programs $(if $(filter 1,$(VALGRIND)),valgrind) \
-     $(if $(filter 1,$(ASAN)),$(B)/asan-aware/libhakmem.a)
+     $(if $(filter 1,$(ASAN)),$(B)/asan-aware/libhakmem.a) $(if $(filter 1,$(SECURE)),secure)
 
 # --- one library variant: $(1)=dir $(2)=extra cflags $(3)=override(0/1) $(4)=stat level
+# $(5)=library name (libhakmem)
 define LIBVARIANT
 $(1)/obj/%.o: src/%.c $(HDRS) | $(1)/obj/os
 	$$(CC) $$(CSTD) $$(WARN) $$(OPT) $$(LIBFLAGS) $(2) -DHAK_OVERRIDE=$(3) -DHAK_STAT=$(or $(4),$(STAT)) -Iinclude -Isrc -c $$< -o $$@
 $(1)/obj/os:
 	mkdir -p $$@
-$(1)/libhakmem.a: $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))
+$(1)/$(or $(5),libhakmem).a: $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))
 	rm -f $$@ && ar rcs $$@ $$^
 endef
 
@@ -49,20 +51,28 @@ $(eval $(call LIBVARIANT,$(B)/tsan,-fsanitize=thread,0))
 $(eval $(call LIBVARIANT,$(B)/stat2,,1,2))
 $(eval $(call LIBVARIANT,$(B)/valgrind,-DHAK_VALGRIND=1,1))
 $(eval $(call LIBVARIANT,$(B)/asan-aware,-DHAK_ASAN=1,1))
+$(eval $(call LIBVARIANT,$(B)/secure,-DHAK_SECURE=1,1,,libhakmem-secure))
 
-# --- the shared library of a variant, $(1)=dir: the versioned file and the
-# links that the soname and -lhakmem look for (libhakmem.so -> the soname ->
-# the file; make install copies them as they are)
+# --- the shared library of a variant, $(1)=dir $(2)=name (libhakmem): the
+# versioned file and the links that the soname and -lhakmem look for
+# (libhakmem.so -> the soname -> the file; make install copies them as they are)
 define SHAREDLIB
-$(1)/libhakmem.so.$(VERSION): $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))
-	$$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,now -o $$@ $$^ -lpthread
-$(1)/$(SONAME): $(1)/libhakmem.so.$(VERSION)
+$(1)/$(2).so.$(VERSION): $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))
+	$$(CC) -shared -Wl,-soname,$(2).so.$(MAJOR) -Wl,-z,now -o $$@ $$^ -lpthread
+$(1)/$(2).so.$(MAJOR): $(1)/$(2).so.$(VERSION)
 	ln -sfn $$(notdir $$<) $$@
-$(1)/libhakmem.so: $(1)/$(SONAME)
+$(1)/$(2).so: $(1)/$(2).so.$(MAJOR)
 	ln -sfn $$(notdir $$<) $$@
 endef
-$(eval $(call SHAREDLIB,$(B)))
-$(eval $(call SHAREDLIB,$(B)/valgrind))
+$(eval $(call SHAREDLIB,$(B),libhakmem))
+$(eval $(call SHAREDLIB,$(B)/valgrind,libhakmem))
+$(eval $(call SHAREDLIB,$(B)/secure,libhakmem-secure))
+
+# The secure build (docs/secure.md): LD_PRELOAD=build/secure/libhakmem-secure.so,
+# or link build/secure/libhakmem-secure.a; make install SECURE=1 installs it too.
+SECURE_LIBS := $(addprefix $(B)/secure/libhakmem-secure.,so.$(VERSION) so.$(MAJOR) so a)
+.PHONY: secure
+secure: $(SECURE_LIBS)
 
 # memcheck sees hakmem's blocks as it sees glibc's (needs valgrind's
 # headers, /usr/include/valgrind): valgrind ./program linked with
@@ -86,11 +96,15 @@ PKG_SUBST  := sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' -e 's|
                   -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g'
 
 .PHONY: install uninstall
-install: $(B)/libhakmem.so.$(VERSION) $(B)/$(SONAME) $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem
+install: $(B)/libhakmem.so.$(VERSION) $(B)/$(SONAME) $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem \
+         $(if $(filter 1,$(SECURE)),$(SECURE_LIBS))
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)
 	install -m 755 $(B)/libhakmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
 	cp -P $(B)/$(SONAME) $(B)/libhakmem.so $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(B)/libhakmem.a $(DESTDIR)$(LIBDIR)/
+	$(if $(filter 1,$(SECURE)),install -m 755 $(B)/secure/libhakmem-secure.so.$(VERSION) $(DESTDIR)$(LIBDIR)/)
+	$(if $(filter 1,$(SECURE)),cp -P $(B)/secure/libhakmem-secure.so.$(MAJOR) $(B)/secure/libhakmem-secure.so $(DESTDIR)$(LIBDIR)/)
+	$(if $(filter 1,$(SECURE)),install -m 644 $(B)/secure/libhakmem-secure.a $(DESTDIR)$(LIBDIR)/)
 	install -m 644 include/hakmem.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(B)/hakmem $(DESTDIR)$(BINDIR)/
 	$(PKG_SUBST) pkg/hakmem.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/hakmem.pc
@@ -100,6 +114,7 @@ install: $(B)/libhakmem.so.$(VERSION) $(B)/$(SONAME) $(B)/libhakmem.so $(B)/libh
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libhakmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libhakmem.so \
 	      $(DESTDIR)$(LIBDIR)/libhakmem.a $(DESTDIR)$(INCLUDEDIR)/hakmem.h $(DESTDIR)$(BINDIR)/hakmem \
+	      $(addprefix $(DESTDIR)$(LIBDIR)/libhakmem-secure.,so.$(VERSION) so.$(MAJOR) so a) \
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/hakmem.pc
 	rm -rf $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DOCDIR)
 
@@ -155,6 +170,9 @@ $(T)/asan_%: tests/%.c tests/check.h $(HDRS) $(B)/asan/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -DTEST_VIA_HAK -fsanitize=address -fno-omit-frame-pointer -o $@ $< $(B)/asan/libhakmem.a -lpthread
 $(T)/tsan_%: tests/%.c tests/check.h $(HDRS) $(B)/tsan/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -DTEST_VIA_HAK -fsanitize=thread -o $@ $< $(B)/tsan/libhakmem.a -lpthread
+# the secure build (its own checks: test_secure; and the others with it)
+$(T)/secure_%: tests/%.c tests/check.h $(HDRS) $(B)/secure/libhakmem-secure.a | $(T)
+	$(CC) $(TEST_CFLAGS) -DHAK_SECURE=1 -o $@ $< $(B)/secure/libhakmem-secure.a -lpthread
 # statistics level 2 (every allocation and free counted)
 $(T)/stat2_%: tests/%.c tests/check.h $(HDRS) $(B)/stat2/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -DHAK_STAT=2 -o $@ $< $(B)/stat2/libhakmem.a -lpthread
@@ -186,7 +204,8 @@ $(T)/%: tests/%.cc $(B)/libhakmem.so | $(T)
 $(T):
 	mkdir -p $@
 
-TESTS_C   := $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
+TESTS_C   := $(filter-out test_secure,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
+SECURE_TESTS := test_secure test_api test_invalid test_stress test_churn test_fork test_large_race
 TESTS_CXX := $(patsubst tests/%.cc,%,$(wildcard tests/test_*.cc))
 SAN_TESTS := test_api test_stress test_churn
 TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
@@ -194,6 +213,7 @@ TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
              $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
              $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn test_large_race test_release) \
              $(T)/stat2_test_stats $(T)/fuzz $(T)/fuzz_glibc $(T)/fuzz_shim.so \
+             $(addprefix $(T)/secure_,$(SECURE_TESTS) fuzz) $(B)/secure/libhakmem-secure.so \
              $(T)/checker_asan $(T)/checker_asan_glibc \
              $(if $(wildcard /usr/include/valgrind/memcheck.h),$(T)/checker_valgrind $(T)/checker_plain $(T)/checker_glibc \
                $(B)/valgrind/libhakmem.so $(B)/valgrind/$(SONAME))

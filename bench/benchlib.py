@@ -83,19 +83,25 @@ def allocators(hakmem_lib=None):
     """([(name, preload path or '')], [missing messages]) in ORDER,
     filtered by BENCH_ALLOCATORS=name,name,... when set; there,
     hakmem:PROFILE (fast, balanced, lean, auto) adds hakmem under that
-    profile, after hakmem."""
+    profile, after hakmem, and hakmem-secure the secure build (make secure)."""
     want = os.environ.get("BENCH_ALLOCATORS")
     want = [w.strip() for w in want.split(",") if w.strip()] if want else ORDER
     bad = [w for w in want if w.startswith("hakmem:") and w.split(":", 1)[1] not in PROFILES]
     if bad:
         sys.exit("BENCH_ALLOCATORS: unknown profile in %s (profiles: %s)" % (", ".join(bad), ", ".join(PROFILES)))
-    order = ORDER[:2] + ["hakmem:" + p for p in PROFILES] + ORDER[2:]
+    order = ORDER[:2] + ["hakmem:" + p for p in PROFILES] + ["hakmem-secure"] + ORDER[2:]
     found, missing = [], []
     for name in order:
         if name not in want:
             continue
         if name == "glibc":
             found.append((name, ""))
+        elif name == "hakmem-secure":
+            lib = os.path.join(BUILD, "secure", "libhakmem-secure.so")
+            if os.path.exists(lib):
+                found.append((name, lib))
+            else:
+                missing.append("%s (%s not built: run `make secure`)" % (name, lib))
         elif name.startswith("hakmem"):
             lib = hakmem_lib or os.path.join(BUILD, "libhakmem.so")
             if os.path.exists(lib):

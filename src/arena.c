@@ -17,12 +17,18 @@ uintptr_t hak_arena_size;
 static _Atomic size_t carved;                    /* SuperSlabs taken from the untouched end */
 static _Atomic uint64_t given[ARENA_SLOTS / 64];  /* a bit per SuperSlab given back */
 static _Atomic size_t given_count;
+static _Atomic uint64_t placement;               /* secure build: random numbers' state */
 
 void hak_arena_init(void) {
   void *p = hak_os_reserve_aligned(HAK_ARENA_SIZE, HAK_SS_SIZE);
   if (!p) return;
   hak_arena_base = (uintptr_t)p;
   hak_arena_size = HAK_ARENA_SIZE;
+  if (HAK_SECURE) {   /* every slot is free to take, in random order (hak_arena_take) */
+    for (size_t w = 0; w < ARENA_SLOTS / 64; w++) atomic_store_explicit(&given[w], ~0ull, memory_order_relaxed);
+    atomic_store_explicit(&given_count, ARENA_SLOTS, memory_order_relaxed);
+    atomic_store_explicit(&placement, hak_os_random(), memory_order_relaxed);
+  }
 }
 
 static hak_superslab_t *slot_address(size_t i) {
@@ -36,19 +42,38 @@ hak_superslab_t *hak_arena_superslab(size_t i) {
 
 size_t hak_arena_used(void) { return hak_arena_size ? atomic_load_explicit(&carved, memory_order_acquire) : 0; }
 
+/* Secure build: the slots in use so far lie below the highest one taken,
+ * which sweeps read as the count carved (hak_arena_used). */
+static void carved_at_least(size_t n) {
+  size_t cur = atomic_load_explicit(&carved, memory_order_relaxed);
+  while (cur < n && !atomic_compare_exchange_weak(&carved, &cur, n)) {
+  }
+}
+
 /* A SuperSlab of the arena, zeroed: one given back, else a fresh one; NULL
- * when the arena is full or absent. */
+ * when the arena is full or absent. The secure build has every slot given
+ * at the start and takes them from a random place (hak_arena_init): the
+ * first one at or after a random bit of a random word. */
 hak_superslab_t *hak_arena_take(void) {
   if (!hak_arena_size) return NULL;
   if (atomic_load_explicit(&given_count, memory_order_relaxed)) {
-    for (size_t w = 0; w < ARENA_SLOTS / 64; w++) {
+    uint64_t r = 0;
+    if (HAK_SECURE) {
+      uint64_t state = atomic_fetch_add_explicit(&placement, 1, memory_order_relaxed);
+      r = hak_random(&state);
+    }
+    for (size_t n = 0; n < ARENA_SLOTS / 64; n++) {
+      size_t w = (n + (size_t)(r >> 6)) % (ARENA_SLOTS / 64);
       uint64_t bits = atomic_load_explicit(&given[w], memory_order_relaxed);
       while (bits) {
-        uint64_t bit = bits & -bits;
+        uint64_t above = bits & (~0ull << (r & 63));
+        uint64_t bit = above ? above & -above : bits & -bits;
         uint64_t old = atomic_fetch_and(&given[w], ~bit);
         if (old & bit) {
           atomic_fetch_sub(&given_count, 1);
-          return slot_address(w * 64 + (size_t)__builtin_ctzll(bit));
+          size_t i = w * 64 + (size_t)__builtin_ctzll(bit);
+          if (HAK_SECURE) carved_at_least(i + 1);
+          return slot_address(i);
         }
         bits = old & ~bit;
       }

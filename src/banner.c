@@ -68,4 +68,7 @@ void hak_banner_print(void) {
   hak_out_str(&o, " (hakmem does not request them), stats level ");
   hak_out_u64(&o, HAK_STAT);
   hak_out_str(&o, "\n");
+  if (HAK_SECURE)
+    hak_out_str(&o, "hakmem secure build: encoded free lists checked on use, guard pages, fresh blocks in random order, "
+                    "SuperSlabs at random places\n");
 }

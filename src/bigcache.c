@@ -56,7 +56,7 @@ static hak_large_t *slot_take(unsigned i, uintptr_t v) {
 
 static void unmap_entry(hak_large_t *hdr) {
   hak_registry_set((uintptr_t)hdr, HAK_REG_FOREIGN);
-  hak_os_unmap(hdr, hdr->map_size);
+  hak_large_unmap(hdr);
 }
 
 static void expiry_at_most(uint64_t when) {

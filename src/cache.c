@@ -18,6 +18,23 @@ static void slab_accept(hak_slab_t *s, uint32_t first, uint32_t end) {
   for (; d <= last; d++) __atomic_store_n(&d->limit, end, __ATOMIC_RELAXED);
 }
 
+/* The block after p on slab s's free list, p leaving it. The secure build
+ * checks p's words (a link to a carved block of s, the mark) and leaves p
+ * as a block of a cache (hak_block_set_free). */
+static void *slab_next(hak_slab_t *s, void *p) {
+  uintptr_t *w = p;
+  void *next = hak_link_decode(w[0], p);
+  if (HAK_SECURE) {
+    uintptr_t a = (uintptr_t)next;
+    hak_superslab_t *ss = hak_ss_of(s);
+    if (w[1] != hak_free_mark() ||
+        (next && (hak_ss_of(next) != ss || hak_slab_of(ss, a) != s || !hak_is_block(hak_unit_of(ss, a), a))))
+      hak_fatal_corrupt("malloc", p);
+    w[0] = hak_link_end(p);
+  }
+  return next;
+}
+
 /* Move up to want free blocks of slab s into out[]: freed blocks first, then
  * never-used ones from the uncarved tail (lowest address on top), so that a
  * slab's untouched pages stay untouched while it has blocks to reuse. */
@@ -25,7 +42,7 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
   uint32_t n = 0;
   while (n < want && s->free) {
     void *p = s->free;
-    s->free = *(void **)p;
+    s->free = slab_next(s, p);
     out[n++] = p;
   }
   if (n < want && s->carved < s->capacity) {
@@ -35,9 +52,17 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
     char *p = (char *)s->start + (size_t)s->carved * bs;
     memmove(out + k, out, n * sizeof(void *));
     for (uint32_t i = 0; i < k; i++, p += bs) {
-      ((uintptr_t *)p)[1] = hak_free_mark();
+      hak_block_set_free((uintptr_t *)p, hak_free_mark());
       out[k - 1 - i] = p;
     }
+#if HAK_SECURE
+    for (uint32_t i = k - 1; i > 0; i--) {   /* fresh blocks in random order */
+      uint32_t j = (uint32_t)(hak_random(&h->random) % (i + 1));
+      void *t = out[i];
+      out[i] = out[j];
+      out[j] = t;
+    }
+#endif
     slab_accept(s, s->carved, s->carved + k);
     s->carved = (uint16_t)(s->carved + k);
     n += k;
@@ -94,6 +119,7 @@ static void *cache_pop(hak_heap_t *h, unsigned cls, size_t size) {
   h->counters[cls].requested += size;
 #endif
   void *p = *--c->top;
+  hak_block_check_free(p, "malloc");
   ((uintptr_t *)p)[1] = 0;
   return p;
 }

@@ -39,6 +39,10 @@ _Noreturn HAK_COLD void hak_fatal_block(const char *fn, const char *freed, const
 
 HAK_COLD void hak_free_invalid(const void *p) { hak_fatal_block("free", "double free of", p); }
 
+_Noreturn HAK_COLD void hak_fatal_corrupt(const char *fn, const void *p) {
+  hak_fatal_pointer(fn, "corrupted free block (written after free, or overflowed into)", p);
+}
+
 HAK_COLD void hak_free_double(const void *p) { hak_fatal_pointer("free", "double free of", p); }
 
 HAK_NOINLINE void hak_free_slow(void *p) {
@@ -62,16 +66,19 @@ static void inbox_push(hak_heap_t *owner, unsigned cls, void **head, void **tail
   _Atomic(void *) *inbox = &owner->inbox[cls];
   void *old = atomic_load_explicit(inbox, memory_order_relaxed);
   do {
-    tail[0] = old;
+    tail[0] = (void *)hak_link_encode(old, tail);
   } while (!atomic_compare_exchange_weak_explicit(inbox, &old, head, memory_order_release, memory_order_relaxed));
   if (atomic_load_explicit(&owner->state, memory_order_relaxed) != HAK_HEAP_ACTIVE)
     hak_release_abandoned_due(hak_os_now_ms() + (uint64_t)hak_opt(hak_option_purge_delay_ms));
 }
 
+/* List block p as the k-th address of container c. */
+HAK_INLINE void batch_list(void **c, uint32_t k, void *p) { c[3 + k] = (void *)hak_link_encode(p, &c[3 + k]); }
+
 /* Start a new container p in front of the batch's chain. */
 static void batch_open(hak_remote_batch_t *b, unsigned cls, void **p) {
   if (b->head && hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)b->in_head;
-  p[0] = b->head;
+  p[0] = (void *)hak_link_encode(b->head, p);
   if (!b->head) b->tail = p;
   b->head = p;
   b->in_head = 0;
@@ -113,7 +120,7 @@ static HAK_NOINLINE void batch_add(hak_remote_batch_t *b, unsigned cls, hak_heap
     batch_flush(b, cls);
     b->owner = owner;
   }
-  if (b->head && b->in_head < b->room) b->head[3 + b->in_head++] = p;
+  if (b->head && b->in_head < b->room) batch_list(b->head, b->in_head++, p);
   else batch_open(b, cls, p);
   if (++b->count >= b->limit) batch_flush(b, cls);
 }
@@ -135,7 +142,7 @@ HAK_NOINLINE void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s) {
   HAK_PIN(b);
   uint32_t k = b->in_head;
   if (HAK_LIKELY(b->owner == owner && k < b->room && b->count + 1 < b->limit)) {
-    b->head[3 + k] = p;
+    batch_list(b->head, k, p);
     b->in_head = k + 1;
     b->count++;
     return;

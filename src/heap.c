@@ -33,6 +33,33 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
 /* ---- remote frees: other threads push batches of this heap's blocks on
  * the inbox of their class (free.c); the owner takes them in here */
 
+/* Secure build: stop unless p, found in container c of a remote-free batch
+ * of class cls for heap h, is a free block of one of h's slabs of that
+ * class. The report names c, the block whose words were overwritten. */
+static void remote_check(hak_heap_t *h, unsigned cls, const void *c, const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if (hak_registry_kind(a) == HAK_REG_SUPERSLAB) {
+    hak_superslab_t *ss = hak_ss_of(p);
+    hak_slab_t *u = hak_unit_of(ss, a);
+    if (ss->owner == h && u->cls == cls && hak_is_block(u, a) && ((const uintptr_t *)p)[1] == hak_free_mark()) return;
+  }
+  hak_fatal_corrupt("malloc", c);
+}
+
+/* Secure build: check container c, its link to the next one, its count k
+ * and the k addresses it lists, which it decodes in place; it then holds
+ * the end of a list, as a free block of a cache does. */
+static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void **next, uint32_t k) {
+  remote_check(h, cls, c, c);
+  if (next) remote_check(h, cls, c, next);
+  if (k > h->outgoing[cls].room) hak_fatal_corrupt("malloc", c);
+  for (uint32_t i = 0; i < k; i++) {
+    c[3 + i] = hak_link_decode((uintptr_t)c[3 + i], &c[3 + i]);
+    remote_check(h, cls, c, c[3 + i]);
+  }
+  c[0] = (void *)hak_link_end(c);
+}
+
 /* Take the inbox of class cls: up to room blocks into out[] (they stay in
  * use as far as their slabs know, like any cached block), the rest back to
  * their slabs. A container goes after the blocks it lists: returning it may
@@ -44,8 +71,9 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t 
   bool counted = hak_batch_counted(cls);
   uint32_t n = 0, taken = 0;
   while (c) {
-    void **next = c[0];
+    void **next = hak_link_decode((uintptr_t)c[0], c);
     uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
+    if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
     uint32_t fit = room - taken < k ? room - taken : k;
     if (fit) memcpy(out + taken, c + 3, fit * sizeof(void *));
     taken += fit;
@@ -74,6 +102,9 @@ static hak_heap_t *heap_new(void) {
   size_t size = (sizeof(hak_heap_t) + items * sizeof(void *) + page - 1) & ~(page - 1);
   hak_heap_t *h = hak_os_map(size);
   if (!h) return NULL;
+#if HAK_SECURE
+  h->random = hak_os_random();
+#endif
   memcpy(h->cache_of_small, hak_cache_of_small, sizeof h->cache_of_small);
   void **it = (void **)(h + 1);
   for (unsigned c = 0; c < HAK_CLASSES; c++) {

@@ -8,6 +8,7 @@
 #include "internal.h"
 
 uint64_t hak_secret;
+uint64_t hak_keys[3];
 __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
 
 static pthread_key_t thread_key;
@@ -18,6 +19,11 @@ static HAK_COLD void init_once(void) {
   hak_os_init();
   hak_options_init();
   hak_secret = hak_os_random() | 1u;
+  if (HAK_SECURE) {
+    hak_keys[0] = hak_os_random();
+    hak_keys[1] = hak_os_random();
+    hak_keys[2] = hak_link_encode(NULL, NULL) - hak_keys[1];
+  }
   hak_size_class_init();
   hak_arena_init();
   if (pthread_key_create(&thread_key, hak_thread_done) != 0) {

@@ -17,6 +17,7 @@
 
 /* ---- init.c */
 extern uint64_t hak_secret;             /* odd, per process */
+extern uint64_t hak_keys[3];            /* secure build: free-list keys (hak_link_encode) */
 extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec")));
 void hak_init(void);
 void hak_thread_register(hak_heap_t *h);
@@ -196,6 +197,7 @@ uint64_t hak_purger_passes(void);
 void  *hak_large_alloc(size_t size, size_t align, bool zero);
 void   hak_large_free(void *p, uint8_t kind, const char *fn);
 void  *hak_large_realloc(void *p, size_t size);
+void   hak_large_unmap(hak_large_t *hdr);   /* its mapping, and its guard page (secure build) */
 size_t hak_large_usable(const void *p, uint8_t kind, const char *fn);
 hak_large_t *hak_bigcache_take(size_t min_size);   /* at most twice that */
 bool   hak_bigcache_put(hak_large_t *hdr);
@@ -215,6 +217,8 @@ _Noreturn void hak_fatal_block(const char *fn, const char *freed, const void *p)
 /* The same for free's fast path; declared returning so that the calls are
  * tail jumps and free needs no stack frame. */
 void hak_free_invalid(const void *p);
+/* Secure build: a free block whose words are not as hakmem left them. */
+_Noreturn void hak_fatal_corrupt(const char *fn, const void *p);
 void hak_free_double(const void *p);
 size_t hak_block_live_usable(const void *p, const char *fn);
 size_t hak_block_usable(const void *p, const char *fn);
@@ -268,6 +272,53 @@ HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) { return hak_block_inde
  * odd and random, so no pointer or small number a program stores matches it. */
 HAK_INLINE uintptr_t hak_free_mark(void) { return hak_secret; }
 
+/* ---- secure build (make SECURE=1, docs/secure.md): free lists encoded
+ *
+ * A link a free block stores (a slab's free list, a remote-free batch) is
+ * the next address scrambled with the process keys and with the address of
+ * the word that holds it, so that a word a program writes after free, or
+ * by overflowing the block before, decodes to an address the list's check
+ * refuses, and a link copied elsewhere decodes to garbage. Identity in the
+ * default build. A block in a unified cache holds the encoding of NULL,
+ * which malloc checks with the mark before it hands the block out. */
+HAK_INLINE uintptr_t hak_link_encode(const void *next, const void *at) {
+  if (!HAK_SECURE) return (uintptr_t)next;
+  uintptr_t x = (uintptr_t)next ^ hak_keys[0];
+  return ((x << 23) | (x >> 41)) + ((uintptr_t)at ^ hak_keys[1]);
+}
+
+HAK_INLINE void *hak_link_decode(uintptr_t e, const void *at) {
+  if (!HAK_SECURE) return (void *)e;
+  uintptr_t x = e - ((uintptr_t)at ^ hak_keys[1]);
+  return (void *)(((x >> 23) | (x << 41)) ^ hak_keys[0]);
+}
+
+/* Secure build: the next of a sequence of random numbers (splitmix64). */
+HAK_INLINE uint64_t hak_random(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* hak_link_encode(NULL, p) with one key fewer: hak_keys[2] is the rotated
+ * hak_keys[0]. */
+HAK_INLINE uintptr_t hak_link_end(const void *p) { return hak_keys[2] + ((uintptr_t)p ^ hak_keys[1]); }
+
+/* Mark p free as a free block of a cache: the mark, and in the secure build
+ * the end of a list. */
+HAK_INLINE void hak_block_set_free(uintptr_t *w, uintptr_t mark) {
+  if (HAK_SECURE) w[0] = hak_link_end(w);
+  w[1] = mark;
+}
+
+/* Secure build: stop unless the free block p of a cache is as free left it. */
+HAK_INLINE void hak_block_check_free(const void *p, const char *fn) {
+  const uintptr_t *w = (const uintptr_t *)p;
+  if (HAK_SECURE && HAK_UNLIKELY((w[0] ^ hak_link_end(p)) | (w[1] ^ hak_free_mark())))
+    hak_fatal_corrupt(fn, p);
+}
+
 HAK_INLINE uint32_t hak_cache_count(const hak_ucache_t *c) { return (uint32_t)(c->top - c->items); }
 HAK_INLINE uint32_t hak_cache_cap(const hak_ucache_t *c) { return (uint32_t)(c->end - c->items); }
 
@@ -303,6 +354,7 @@ HAK_INLINE void *hak_malloc_fast(size_t size) {
 #endif
   void **p = top[-1];
   c->top = top - 1;
+  hak_block_check_free(p, "malloc");
   p[1] = NULL;
   return p;
 }
@@ -325,7 +377,7 @@ HAK_INLINE void hak_free_block(void *p, uintptr_t rel) {
     hak_free_double(p);
     return;
   }
-  w[1] = mark;
+  hak_block_set_free(w, mark);
   hak_heap_t *h = hak_tls_heap;
   if (HAK_UNLIKELY(ss->owner != h)) {
     hak_free_remote(p, ss, s);

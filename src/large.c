@@ -26,6 +26,16 @@ static size_t large_round(size_t n) {
   return page_round((n + step - 1) & ~(step - 1));
 }
 
+/* A mapping of size bytes aligned to align for a large block, and in the
+ * secure build a guard page after it (unmapped with it: hak_large_unmap). */
+static void *large_map(size_t size, size_t align) {
+  char *p = hak_os_map_aligned(size + HAK_GUARD, align);
+  if (HAK_SECURE && p) hak_os_guard(p + size, HAK_GUARD);
+  return p;
+}
+
+void hak_large_unmap(hak_large_t *hdr) { hak_os_unmap((void *)hdr->map_base, hdr->map_size + HAK_GUARD); }
+
 static void large_set_user(hak_large_t *hdr, void *user) {
   hdr->user = user;
   hdr->freed_at = 0;
@@ -34,7 +44,7 @@ static void large_set_user(hak_large_t *hdr, void *user) {
 
 static void *large_alloc_huge_aligned(size_t size, size_t align) {
   size_t body = (size + HAK_SS_SIZE - 1) & ~HAK_SS_MASK;
-  char *base = hak_os_map_aligned(align + body, align);
+  char *base = large_map(align + body, align);
   if (!base) return NULL;
   size_t page = hak_os_page_size();
   char *user = base + align;
@@ -76,7 +86,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
     if (HAK_STAT) hak_stats_large(1, size, (int64_t)hdr->map_size);
     return hdr->user;
   }
-  hdr = hak_os_map_aligned(map_size, HAK_SS_SIZE);
+  hdr = large_map(map_size, HAK_SS_SIZE);
   if (!hdr) {
     errno = ENOMEM;
     return NULL;
@@ -108,7 +118,7 @@ static hak_large_t *large_header(const void *p, uint8_t kind, const char *fn, co
 static void large_unmap(hak_large_t *hdr, uint8_t kind) {
   uintptr_t chunk = kind == HAK_REG_LARGE ? (uintptr_t)hdr : (uintptr_t)hdr->user;
   hak_registry_set(chunk, HAK_REG_FOREIGN);
-  hak_os_unmap((void *)hdr->map_base, hdr->map_size);
+  hak_large_unmap(hdr);
 }
 
 void hak_large_free(void *p, uint8_t kind, const char *fn) {

@@ -22,6 +22,8 @@ void    *hak_os_map_aligned(size_t size, size_t align);
  * it would be charged in full). */
 void    *hak_os_reserve_aligned(size_t size, size_t align);
 void     hak_os_unmap(void *p, size_t size);
+/* Make whole pages inaccessible (a guard: any access faults). */
+void     hak_os_guard(void *p, size_t size);
 /* Drop the pages' contents: the range reads as zero afterwards, RSS shrinks. */
 void     hak_os_decommit(void *p, size_t size);
 /* Grow a mapping in place (new_size > old_size); 0 on success. */
@@ -39,6 +41,8 @@ void     hak_os_wake(_Atomic uint32_t *word);
  * hak_os_thread_join. */
 bool     hak_os_thread_start(void *(*fn)(void *), uintptr_t *id);
 void     hak_os_thread_join(uintptr_t id);
+/* 64 random bits: from the kernel's generator, or if it cannot be read, from
+ * the bytes the kernel gives every process mixed with the clock. */
 uint64_t hak_os_random(void);
 
 /* Write all of s to fd (2: stderr) without allocating. */

@@ -32,6 +32,10 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   } else {
     ss = hak_arena_take();
     if (!ss && !(ss = hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE))) return NULL;
+    if (HAK_SECURE) {   /* guard pages after the header and at the end (types.h) */
+      hak_os_guard((char *)ss + HAK_SS_HEADER - HAK_GUARD, HAK_GUARD);
+      hak_os_guard((char *)ss + HAK_SS_END, HAK_GUARD);
+    }
     hak_registry_set((uintptr_t)ss, HAK_REG_SUPERSLAB);
   }
   ss->owner = h;
@@ -106,6 +110,11 @@ static int claim_span(hak_superslab_t *ss, unsigned cls, unsigned units, bool ti
   }
 }
 
+/* Offset in its SuperSlab of the end of a slab of units u .. u + units - 1. */
+static uint32_t slab_end(unsigned u, unsigned units) {
+  return u + units == HAK_UNITS ? HAK_SS_END : (uint32_t)(u + units) << HAK_UNIT_SHIFT;
+}
+
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   unsigned units = hak_class_units[cls];
   bool tiny = cls < HAK_TINY_CLASSES;
@@ -134,7 +143,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
 
   uint32_t bs = hak_class_size[cls];
   uint32_t start = u == 0 ? HAK_SS_HEADER : (uint32_t)u << HAK_UNIT_SHIFT;
-  uint32_t bytes = ((uint32_t)(u + (int)units) << HAK_UNIT_SHIFT) - start;
+  uint32_t bytes = slab_end((unsigned)u, units) - start;
   hak_slab_t *s = &ss->slabs[u];
   for (unsigned i = 0; i < units; i++) {   /* what free reads, in every unit */
     s[i].inverse = hak_odd_inverse(bs);
@@ -165,7 +174,7 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   unsigned u = (unsigned)(s - ss->slabs);
   unsigned units = s->units;
   HAK_COUNT(h->counters[s->cls].slabs, -1);
-  if (HAK_STAT) hak_stats_slab_bytes(s->cls, -(int64_t)((uintptr_t)ss + ((u + units) << HAK_UNIT_SHIFT) - s->start));
+  if (HAK_STAT) hak_stats_slab_bytes(s->cls, -(int64_t)((uintptr_t)ss + slab_end(u, units) - s->start));
   for (unsigned i = 0; i < units; i++) {
     hak_slab_t *d = &s[i];
     d->limit = 0;
@@ -187,7 +196,8 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
 void hak_slab_put_local(hak_heap_t *h, void *p) {
   hak_superslab_t *ss = hak_ss_of(p);
   hak_slab_t *s = hak_slab_of(ss, (uintptr_t)p);
-  *(void **)p = s->free;
+  hak_block_check_free(p, "free");
+  *(uintptr_t *)p = hak_link_encode(s->free, p);
   s->free = p;
   HAK_COUNT(h->counters[s->cls].used_blocks, -1);
   if (--s->used == 0) {

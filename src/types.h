@@ -20,6 +20,10 @@
  * Free blocks carry a mark in their second word (a random odd per-process
  * secret); malloc clears it. A free of a block whose mark is already set is a
  * double free.
+ *
+ * The secure build (make SECURE=1, HAK_SECURE, docs/secure.md) adds guard
+ * pages (HAK_GUARD): the second page of a SuperSlab, between its header and
+ * its blocks, its last page, and a page after each large block.
  */
 #ifndef HAK_TYPES_H
 #define HAK_TYPES_H
@@ -56,7 +60,12 @@
 #define HAK_UNIT_SIZE     ((size_t)1 << HAK_UNIT_SHIFT)
 #define HAK_UNITS         32
 #define HAK_UNITS_ALL     0xffffffffu
-#define HAK_SS_HEADER     4096       /* bytes of unit 0 taken by the header */
+#ifndef HAK_SECURE
+#define HAK_SECURE 0
+#endif
+#define HAK_GUARD         (HAK_SECURE ? 4096 : 0)   /* bytes of a guard page, secure build only */
+#define HAK_SS_HEADER     (4096 + HAK_GUARD)        /* bytes of unit 0 taken by the header (and guard) */
+#define HAK_SS_END        (HAK_SS_SIZE - HAK_GUARD) /* where the blocks of the last unit end */
 #define HAK_SLAB_MAX_UNITS 16
 #define HAK_PAGE_BYTES    4096       /* the smallest page: what a refill's slow start touches */
 
@@ -224,6 +233,9 @@ typedef struct hak_heap_s {
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */
   uint16_t     refill_batch[HAK_CLASSES];   /* blocks the next refill takes, 0: a page's worth (cache.c) */
+#if HAK_SECURE
+  uint64_t     random;                 /* state of the heap's random numbers (hak_random) */
+#endif
   /* What other threads read or write, apart from the owner's fields so
    * that they do not share lines: the list link and the state (read by
    * every remote-free batch), and the inbox of blocks of this heap freed by

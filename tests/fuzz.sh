@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the fuzzer (build/test/fuzz, tests/fuzz.c) against hakmem.
+# Runs the fuzzer (build/test/fuzz, tests/fuzz.c, or $FUZZ) against hakmem.
 #
 # usage: tests/fuzz.sh [PROFILE|all] [arena|noarena|all]
 #
@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-FUZZ=$BUILD/test/fuzz
+FUZZ=${FUZZ:-$BUILD/test/fuzz}   # build/test/secure_fuzz: the secure build
 profiles=${1:-all}
 arenas=${2:-all}
 [ "$profiles" = all ] && profiles="fast balanced lean auto"

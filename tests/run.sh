@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Test runner behind `make test`.
 #
-# Runs every test binary in build/test/ (release, then dyn_, ubsan_, asan_
-# and tsan_ variants), three of them again without the SuperSlab arena
+# Runs every test binary in build/test/ (release, then dyn_, ubsan_, asan_,
+# tsan_, stat2_ and secure_ variants), three of them again without the SuperSlab arena
 # (noarena_), the fuzzer (tests/fuzz.sh) under each profile with and without
-# the arena and its planted-bug check (tests/fuzz_plant.sh), the smoke test,
+# the arena, and on the secure build, and its planted-bug check (tests/fuzz_plant.sh), the smoke test,
 # a correctness run of the benchmarks (bench/smoke.sh), memcheck on the
 # Valgrind-aware build against glibc (tests/valgrind.sh), AddressSanitizer on
 # the ASan-aware build (tests/asan.sh), and the install test
@@ -23,7 +23,7 @@ export TSAN_OPTIONS=halt_on_error=1
 export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-VARIANTS=("" dyn_ ubsan_ asan_ tsan_ stat2_)
+VARIANTS=("" dyn_ ubsan_ asan_ tsan_ stat2_ secure_)
 ORDER=(test_api test_invalid test_stress test_churn test_fork)
 total_passed=0
 total_failed=0
@@ -124,6 +124,7 @@ for p in fast balanced lean auto; do
     FUZZ_OPS=2e6 run_script "fuzz_${p}_$a" 300 tests/fuzz.sh "$p" "$a"
   done
 done
+FUZZ=$TESTS/secure_fuzz FUZZ_OPS=2e6 run_script fuzz_secure 300 tests/fuzz.sh auto all
 run_script fuzz_plant 300 tests/fuzz_plant.sh
 
 run_script smoke 300 tests/smoke.sh

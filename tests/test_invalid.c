@@ -67,7 +67,9 @@ static void free_large_middle(void) {
 static void free_arena_unused(void) {
   void *first = T_malloc(16);
   opaque(first);
-  char *p = hak_arena_size ? (char *)(hak_arena_base + hak_arena_size - HAK_SS_SIZE + 8192) : global_buf;
+  uintptr_t ss = hak_arena_base + hak_arena_size - HAK_SS_SIZE;   /* the secure build may have used it */
+  while (hak_arena_size && hak_registry_kind(ss) != HAK_REG_FOREIGN) ss -= HAK_SS_SIZE;
+  char *p = hak_arena_size ? (char *)(ss + HAK_SS_HEADER) : global_buf;
   report(p);
   T_free(opaque(p));
 }
@@ -200,6 +202,88 @@ static void usable_size_freed(void) {
   (void)n;
 }
 
+#if HAK_SECURE
+/* ---- the secure build's checks of free blocks (docs/secure.md): each of
+ * these corrupts a free block, which the default build would hand out or
+ * follow silently */
+#define CORRUPTED "hakmem: malloc(): corrupted free block (written after free, or overflowed into) "
+
+/* A write into a freed block's first word, while it waits in the cache. */
+static void uaf_write_cached(void) {
+  uintptr_t *p = T_malloc(48), *again = opaque(p);
+  report(p);
+  T_free(p);
+  ((volatile uintptr_t *)again)[0] = 0x4141414141414141u;
+  opaque(T_malloc(48));
+}
+
+/* A write that clears a freed block's mark. */
+static void uaf_write_mark(void) {
+  uintptr_t *p = T_malloc(64), *again = opaque(p);
+  report(p);
+  T_free(p);
+  ((volatile uintptr_t *)again)[1] = 0;
+  opaque(T_malloc(64));
+}
+
+/* An overflow of one block into the next one, which is free. */
+static void overflow_into_free(void) {
+  enum { N = 64 };
+  char *p[N];
+  for (int i = 0; i < N; i++) p[i] = T_malloc(32);
+  for (int i = 0; i < N; i++)
+    for (int j = 0; j < N; j++)
+      if (p[j] == p[i] + 32) {
+        report(p[j]);
+        T_free(p[j]);
+        memset(opaque(p[i]), 'A', 40);   /* 8 bytes past the end */
+        opaque(T_malloc(32));
+        return;
+      }
+  _exit(6);
+}
+
+/* A freed block's link on its slab's free list replaced by the address of
+ * a live block of the same slab: the plausible pointer a use after free
+ * would plant to get that block handed out twice. */
+static void uaf_write_list_link(void) {
+  enum { N = 300 };
+  void *keep = T_malloc(80), *p[N];
+  for (int i = 0; i < N; i++) p[i] = T_malloc(80);
+  for (int i = 0; i < N; i++) T_free(p[i]);
+  T_trim();   /* the cache goes back to the slabs' free lists */
+  uintptr_t ss = (uintptr_t)keep & ~(uintptr_t)HAK_SS_MASK;
+  for (int i = 0; i < N; i++)
+    if (((uintptr_t)p[i] & ~(uintptr_t)HAK_SS_MASK) == ss) {
+      report(p[i]);
+      *(void *volatile *)opaque(p[i]) = keep;
+      break;
+    }
+  for (int i = 0; i < N; i++) opaque(T_malloc(80));
+  _exit(6);
+}
+
+/* A remote free's batch: its container's first listed address replaced by
+ * a live block's. */
+static void *free_all_in_thread(void *arg) {
+  void **p = arg;
+  for (int i = 0; i < 8; i++) T_free(p[i]);
+  return NULL;
+}
+
+static void uaf_write_remote_batch(void) {
+  void *keep = T_malloc(64), *p[8];
+  for (int i = 0; i < 8; i++) p[i] = T_malloc(64);
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_all_in_thread, p) != 0) _exit(4);
+  pthread_join(t, NULL);   /* the thread's exit sent the batch: p[0] holds the others */
+  report(p[0]);
+  ((void *volatile *)opaque(p[0]))[3] = keep;
+  for (int i = 0; i < 100000; i++) opaque(T_malloc(64));
+  _exit(6);
+}
+#endif
+
 struct invalid_case {
   const char *name;
   const char *expect;
@@ -228,6 +312,13 @@ static const struct invalid_case cases[] = {
     {"realloc of a freed mid block", FREED_REALLOC, realloc_freed_mid},
     {"realloc of a freed large block", FREED_REALLOC, realloc_freed_large},
     {"usable size of a freed block", FREED_USABLE, usable_size_freed},
+#if HAK_SECURE
+    {"use after free: a write into a cached block", CORRUPTED, uaf_write_cached},
+    {"use after free: a write over the free mark", CORRUPTED, uaf_write_mark},
+    {"overflow into the next block, free", CORRUPTED, overflow_into_free},
+    {"use after free: a free-list link made a live block's address", CORRUPTED, uaf_write_list_link},
+    {"use after free: a remote-free batch made to list a live block", CORRUPTED, uaf_write_remote_batch},
+#endif
 };
 
 static size_t read_all(int fd, char *buf, size_t cap) {

@@ -1,13 +1,15 @@
 /* hakmem: run a program with hakmem preloaded.
  *
- *   hakmem [--profile P] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM [ARG...]
- *   hakmem --options | --version | --help
+ *   hakmem [--secure] [--profile P] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM [ARG...]
+ *   hakmem [--secure] --version | --options | --help
  *
  * The program is started with the shared library in LD_PRELOAD (before any
  * library already there) and the options as HAKMEM_* variables, by exec: its
  * exit status and signals are its own. The library is the one beside this
  * command (a build tree: build/hakmem, build/libhakmem.so) or in ../lib of
- * its directory (an installed prefix: bin/hakmem, lib/libhakmem.so.N). The
+ * its directory (an installed prefix: bin/hakmem, lib/libhakmem.so.N); with
+ * --secure the secure build's (build/secure/libhakmem-secure.so, or
+ * lib/libhakmem-secure.so.N, installed by make install SECURE=1). The
  * command itself runs on hakmem (it is linked with libhakmem.a), which is
  * where --options reads the table from. */
 #include <errno.h>
@@ -22,14 +24,17 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define VERSION STR(HAKMEM_VERSION_MAJOR) "." STR(HAKMEM_VERSION_MINOR) "." STR(HAKMEM_VERSION_PATCH)
-#define SONAME "libhakmem.so." STR(HAKMEM_VERSION_MAJOR)
+#define MAJOR STR(HAKMEM_VERSION_MAJOR)
 
-static const char USAGE[] = "usage: hakmem [--profile P] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM [ARG...]";
+static const char USAGE[] =
+    "usage: hakmem [--secure] [--profile P] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM [ARG...]";
 
 static const char HELP[] =
     "Runs PROGRAM with the hakmem allocator preloaded (LD_PRELOAD); its exit\n"
     "status is PROGRAM's.\n"
     "\n"
+    "  --secure         preload the secure build (docs/secure.md): checked free lists,\n"
+    "                   guard pages, randomized placement\n"
     "  --profile P      auto (the default), fast, balanced or lean (HAKMEM_PROFILE)\n"
     "  --stats          print hakmem's statistics when the program exits (HAKMEM_STATS=1)\n"
     "  --stats=json     the same as one JSON object (HAKMEM_STATS=json)\n"
@@ -60,6 +65,8 @@ static void write_stdout(const char *text, void *arg) {
   fputs(text, stdout);
 }
 
+static int secure;   /* --secure: the secure build's library */
+
 /* The shared library to preload, found from this command's own path; NULL
  * if there is none. */
 static const char *find_library(char *out, size_t size) {
@@ -70,7 +77,8 @@ static const char *find_library(char *out, size_t size) {
   char *slash = strrchr(self, '/');
   if (!slash) return NULL;
   *slash = '\0';
-  const char *candidates[] = {"/libhakmem.so", "/../lib/" SONAME};
+  const char *candidates[] = {secure ? "/secure/libhakmem-secure.so" : "/libhakmem.so",
+                              secure ? "/../lib/libhakmem-secure.so." MAJOR : "/../lib/libhakmem.so." MAJOR};
   for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
     char path[PATH_MAX];
     if ((size_t)snprintf(path, sizeof path, "%s%s", self, candidates[i]) >= sizeof path) continue;
@@ -81,7 +89,8 @@ static const char *find_library(char *out, size_t size) {
 
 static const char *library_or_die(char *out, size_t size) {
   if (!find_library(out, size)) {
-    fprintf(stderr, "hakmem: cannot find libhakmem.so beside this command or in its ../lib\n");
+    fprintf(stderr, "hakmem: cannot find %s beside this command or in its ../lib\n",
+            secure ? "libhakmem-secure.so (make secure; make install SECURE=1)" : "libhakmem.so");
     done(127);
   }
   return out;
@@ -114,6 +123,10 @@ int main(int argc, char **argv) {
     if (strcmp(arg, "--") == 0) {
       i++;
       break;
+    }
+    if (strcmp(arg, "--secure") == 0) {
+      secure = 1;
+      continue;
     }
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
       printf("%s\n\n%s", USAGE, HELP);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #define os_mmap(a, n, prot, flags, fd, off) ((void *)syscall(SYS_mmap, a, n, prot, flags, fd, off))
 #define os_munmap(a, n) syscall(SYS_munmap, a, n)
 #define os_madvise(a, n, advice) syscall(SYS_madvise, a, n, advice)
+#define os_mprotect(a, n, prot) syscall(SYS_mprotect, a, n, prot)
 #define os_mremap(...) ((void *)syscall(SYS_mremap, __VA_ARGS__))
 #define os_clock_gettime(clock, ts) syscall(SYS_clock_gettime, clock, ts)
 #define os_open(path, flags, ...) ((int)syscall(SYS_openat, AT_FDCWD, path, flags, ##__VA_ARGS__))
@@ -35,6 +37,7 @@
 #define os_mmap mmap
 #define os_munmap munmap
 #define os_madvise madvise
+#define os_mprotect mprotect
 #define os_mremap mremap
 #define os_clock_gettime clock_gettime
 #define os_open open
@@ -130,6 +133,14 @@ void *hak_os_reserve_aligned(size_t size, size_t align) {
   char mode[8];
   if (hak_os_read_file("/proc/sys/vm/overcommit_memory", mode, sizeof mode) > 0 && mode[0] == '2') return NULL;
   return map_trimmed(size, align, MAP_NORESERVE);
+}
+
+/* A page size above the guard's leaves it an ordinary part of the range. */
+void hak_os_guard(void *p, size_t size) {
+  if ((uintptr_t)p & (page_size - 1) || size & (page_size - 1)) return;
+  int e = errno;
+  os_mprotect(p, size, PROT_NONE);
+  errno = e;
 }
 
 void hak_os_decommit(void *p, size_t size) {
@@ -236,9 +247,12 @@ void hak_os_thread_join(uintptr_t id) {
   errno = e;
 }
 
-/* The kernel's 16 random bytes given to every process, mixed with the clock. */
 uint64_t hak_os_random(void) {
   uint64_t r = 0;
+  int e = errno;
+  long got = syscall(SYS_getrandom, &r, sizeof r, GRND_NONBLOCK);
+  errno = e;
+  if (got == (long)sizeof r) return r;
   const unsigned char *ar = (const unsigned char *)getauxval(AT_RANDOM);
   if (ar) memcpy(&r, ar, sizeof r);
   struct timespec ts;
