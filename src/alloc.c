@@ -27,12 +27,11 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
  * large block aligned to 2 MiB or more, keeps its place while the new size
  * still uses at least half of it (else it moves, so that its memory goes);
  * other large blocks are resized in place or moved with their pages (no
- * copy), except in the secure build, which keeps their guard pages where
- * they are and copies. resize returns the block that holds p's contents now, or NULL;
+ * copy). resize returns the block that holds p's contents now, or NULL;
  * *copied: a new block that p's were copied to, and p is still to free. */
 static void *resize(void *p, size_t size, size_t usable, bool *copied) {
   uint8_t kind = hak_registry_kind((uintptr_t)p);
-  if (kind == HAK_REG_LARGE && size > HAK_MID_MAX && !HAK_SECURE) {
+  if (kind == HAK_REG_LARGE && size > HAK_MID_MAX) {
     void *q = hak_large_realloc(p, size);
     if (q) return q;
   } else if (size <= usable && (size >= usable / 2 || usable <= 64)) {

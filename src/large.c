@@ -36,6 +36,17 @@ static void *large_map(size_t size, size_t align) {
 
 void hak_large_unmap(hak_large_t *hdr) { hak_os_unmap((void *)hdr->map_base, hdr->map_size + HAK_GUARD); }
 
+/* Secure build: the guard page after a block of kind HAK_REG_LARGE is put
+ * back after its mapping, or lifted so that the two are one mapping again,
+ * which mremap can grow or move whole. */
+static void guard_set(hak_large_t *hdr) {
+  if (HAK_SECURE) hak_os_guard((char *)hdr + hdr->map_size, HAK_GUARD);
+}
+
+static void guard_lift(hak_large_t *hdr) {
+  if (HAK_SECURE) hak_os_unguard((char *)hdr + hdr->map_size, HAK_GUARD);
+}
+
 static void large_set_user(hak_large_t *hdr, void *user) {
   hdr->user = user;
   hdr->freed_at = 0;
@@ -145,30 +156,35 @@ void *hak_large_realloc(void *p, size_t size) {
     size_t keep = large_round(need);
     if (need <= hdr->map_size / 2 && keep < hdr->map_size) {
       if (HAK_STAT) hak_stats_large(0, 0, (int64_t)keep - (int64_t)hdr->map_size);
-      hak_os_unmap((char *)hdr + keep, hdr->map_size - keep);
+      hak_os_unmap((char *)hdr + keep + HAK_GUARD, hdr->map_size - keep);   /* and the old guard */
       hdr->map_size = keep;
+      guard_set(hdr);
     }
     return p;
   }
   size_t map_size = large_round(need);
   int64_t grown = (int64_t)map_size - (int64_t)hdr->map_size;
-  if (hak_os_remap_inplace(hdr, hdr->map_size, map_size) == 0) {
+  guard_lift(hdr);
+  if (hak_os_remap_inplace(hdr, hdr->map_size + HAK_GUARD, map_size + HAK_GUARD) == 0) {
     hdr->map_size = map_size;
+    guard_set(hdr);
     if (HAK_STAT) hak_stats_large(0, 0, grown);
     return p;
   }
   /* The old chunk is ours until mremap gives its range back: clear it
    * before (registry.c), and claim it again if the move failed. */
   hak_registry_set((uintptr_t)hdr, HAK_REG_FOREIGN);
-  hak_large_t *moved = hak_os_remap_aligned(hdr, hdr->map_size, map_size, HAK_SS_SIZE);
+  hak_large_t *moved = hak_os_remap_aligned(hdr, hdr->map_size + HAK_GUARD, map_size + HAK_GUARD, HAK_SS_SIZE);
   if (!moved) {
     hak_registry_set((uintptr_t)hdr, HAK_REG_LARGE);
+    guard_set(hdr);
     return NULL;
   }
   if (HAK_STAT) hak_stats_large(0, 0, grown);
   hak_registry_set((uintptr_t)moved, HAK_REG_LARGE);
   moved->map_base = (uintptr_t)moved;
   moved->map_size = map_size;
+  guard_set(moved);
   large_set_user(moved, (char *)moved + off);
   return moved->user;
 }

@@ -24,6 +24,8 @@ void    *hak_os_reserve_aligned(size_t size, size_t align);
 void     hak_os_unmap(void *p, size_t size);
 /* Make whole pages inaccessible (a guard: any access faults). */
 void     hak_os_guard(void *p, size_t size);
+/* Make a guard read-write again. */
+void     hak_os_unguard(void *p, size_t size);
 /* Drop the pages' contents: the range reads as zero afterwards, RSS shrinks. */
 void     hak_os_decommit(void *p, size_t size);
 /* Grow a mapping in place (new_size > old_size); 0 on success. */

@@ -136,12 +136,16 @@ void *hak_os_reserve_aligned(size_t size, size_t align) {
 }
 
 /* A page size above the guard's leaves it an ordinary part of the range. */
-void hak_os_guard(void *p, size_t size) {
+static void protect(void *p, size_t size, int prot) {
   if ((uintptr_t)p & (page_size - 1) || size & (page_size - 1)) return;
   int e = errno;
-  os_mprotect(p, size, PROT_NONE);
+  os_mprotect(p, size, prot);
   errno = e;
 }
+
+void hak_os_guard(void *p, size_t size) { protect(p, size, PROT_NONE); }
+
+void hak_os_unguard(void *p, size_t size) { protect(p, size, PROT_READ | PROT_WRITE); }
 
 void hak_os_decommit(void *p, size_t size) {
   int e = errno;
