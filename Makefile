@@ -158,13 +158,17 @@ T := $(B)/test
 
 # override tests: the standard names, statically linked with the release library
 $(T)/%: tests/%.c tests/check.h $(HDRS) $(B)/libhakmem.a | $(T)
-	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/libhakmem.a -lpthread
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/libhakmem.a -lpthread $(TEST_LIBS)
 # the same tests linked dynamically against libhakmem.so
 $(T)/dyn_%: tests/%.c tests/check.h $(HDRS) $(B)/libhakmem.so | $(T)
-	$(CC) $(TEST_CFLAGS) -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread
+	$(CC) $(TEST_CFLAGS) -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread $(TEST_LIBS)
+# the heap profile's test names its call sites with dladdr
+PROF_TESTS := $(addprefix $(T)/,test_prof dyn_test_prof ubsan_test_prof)
+$(PROF_TESTS): TEST_CFLAGS += -rdynamic
+$(PROF_TESTS): TEST_LIBS := -lm -ldl
 # UBSan build, override on
 $(T)/ubsan_%: tests/%.c tests/check.h $(HDRS) $(B)/ubsan/libhakmem.a | $(T)
-	$(CC) $(TEST_CFLAGS) -fsanitize=undefined -fno-sanitize-recover=undefined -o $@ $< $(B)/ubsan/libhakmem.a -lpthread
+	$(CC) $(TEST_CFLAGS) -fsanitize=undefined -fno-sanitize-recover=undefined -o $@ $< $(B)/ubsan/libhakmem.a -lpthread $(TEST_LIBS)
 # ASan / TSan builds: override off, tests call the hak_* API (TEST_VIA_HAK)
 $(T)/asan_%: tests/%.c tests/check.h $(HDRS) $(B)/asan/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -DTEST_VIA_HAK -fsanitize=address -fno-omit-frame-pointer -o $@ $< $(B)/asan/libhakmem.a -lpthread
@@ -209,7 +213,7 @@ SECURE_TESTS := test_secure test_api test_invalid test_stress test_churn test_fo
 TESTS_CXX := $(patsubst tests/%.cc,%,$(wildcard tests/test_*.cc))
 SAN_TESTS := test_api test_stress test_churn
 TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
-             $(addprefix $(T)/dyn_,test_api test_stress) \
+             $(addprefix $(T)/dyn_,test_api test_stress test_prof) \
              $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
              $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn test_large_race test_release) \
              $(T)/stat2_test_stats $(T)/fuzz $(T)/fuzz_glibc $(T)/fuzz_shim.so \

@@ -75,21 +75,28 @@ PROFILES = ["fast", "balanced", "lean", "auto"]
 
 def alloc_env(name):
     """The environment an allocator name asks for: hakmem:PROFILE is hakmem
-    with HAKMEM_PROFILE=PROFILE."""
-    return ["HAKMEM_PROFILE=" + name.split(":", 1)[1]] if name.startswith("hakmem:") else []
+    with HAKMEM_PROFILE=PROFILE; hakmem@NAME=VALUE+NAME=VALUE is hakmem with
+    HAKMEM_NAME=VALUE for each (hakmem@PROF_SAMPLE=512K)."""
+    if name.startswith("hakmem:"):
+        return ["HAKMEM_PROFILE=" + name.split(":", 1)[1]]
+    if name.startswith("hakmem@"):
+        return ["HAKMEM_" + o for o in name.split("@", 1)[1].split("+")]
+    return []
 
 
 def allocators(hakmem_lib=None):
     """([(name, preload path or '')], [missing messages]) in ORDER,
     filtered by BENCH_ALLOCATORS=name,name,... when set; there,
     hakmem:PROFILE (fast, balanced, lean, auto) adds hakmem under that
-    profile, after hakmem, and hakmem-secure the secure build (make secure)."""
+    profile, after hakmem, hakmem@NAME=VALUE hakmem with those options
+    (alloc_env), and hakmem-secure the secure build (make secure)."""
     want = os.environ.get("BENCH_ALLOCATORS")
     want = [w.strip() for w in want.split(",") if w.strip()] if want else ORDER
     bad = [w for w in want if w.startswith("hakmem:") and w.split(":", 1)[1] not in PROFILES]
     if bad:
         sys.exit("BENCH_ALLOCATORS: unknown profile in %s (profiles: %s)" % (", ".join(bad), ", ".join(PROFILES)))
-    order = ORDER[:2] + ["hakmem:" + p for p in PROFILES] + ["hakmem-secure"] + ORDER[2:]
+    order = ORDER[:2] + ["hakmem:" + p for p in PROFILES] + ["hakmem-secure"] + \
+        [w for w in want if w.startswith("hakmem@")] + ORDER[2:]
     found, missing = [], []
     for name in order:
         if name not in want:

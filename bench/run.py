@@ -8,7 +8,8 @@ Environment:
   BENCH_ONLY=a,b      only these workloads (names as in the table)
   BENCH_ALLOCATORS=.. only these allocators (glibc,hakmem,mimalloc,...);
                       hakmem:fast (balanced, lean, auto) is hakmem under that profile
-                      and hakmem-secure the secure build (make secure)
+                      hakmem@PROF_SAMPLE=512K hakmem with HAKMEM_PROF_SAMPLE=512K
+                      (options joined by +), hakmem-secure the secure build (make secure)
   BENCH_TIMEOUT=...   seconds before a run counts as FAIL (default 120*scale)
   BUILD=build         where libhakmem.so and bench/ programs are
   MIMALLOC_LIB=/path  (also JEMALLOC_LIB, TCMALLOC_LIB) use this library

@@ -41,6 +41,12 @@ void   hak_free_aligned_sized(void *p, size_t alignment, size_t size);
  * slabs and drops the large-block cache. Returns 1 if memory was released. */
 int    hak_trim(void);
 
+/* Heap profiling (HAKMEM_PROF_SAMPLE=bytes at start-up, docs/profiling.md):
+ * write the live sampled allocations by call stack, in the heap-profile
+ * format pprof and jeprof read, to path (NULL: the next HAKMEM_PROF_FILE
+ * name). 0, ENOENT if profiling is off, or EIO / ENAMETOOLONG. */
+int    hak_prof_dump(const char *path);
+
 /* Output of the report functions below: write is called with pieces of the
  * text in order (NULL: they go to stderr). */
 typedef void hak_write_fn(const char *text, void *arg);
@@ -66,6 +72,9 @@ typedef enum hak_option_e {
   hak_option_bigcache_delay_ms,     /* how long a freed large block stays cached */
   hak_option_background_purge,      /* 1: a background thread returns memory when delays pass */
   hak_option_ace,                   /* 1: the adaptive controller retunes the knobs below */
+  hak_option_prof_sample,           /* heap profiling: mean bytes between samples, 0 off */
+  hak_option_prof_file,             /* string: where heap profiles go (%p pid, %n sequence) */
+  hak_option_prof_signal,           /* a signal that writes a heap profile, 0 none */
   hak_option_count
 } hak_option_t;
 

@@ -17,6 +17,7 @@ void *hak_alloc_aligned(size_t align, size_t size) {
   }
   int cls = hak_class_for_aligned(size, align);
   if (cls < 0) return hak_large_alloc(size, align, false);
+  if (HAK_UNLIKELY(hak_prof_on)) return hak_prof_malloc_class((unsigned)cls, size);
   return hak_malloc_class((unsigned)cls, size);
 }
 

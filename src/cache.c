@@ -108,7 +108,7 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   return hak_cache_count(c);
 }
 
-static void *cache_pop(hak_heap_t *h, unsigned cls, size_t size) {
+void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size) {
   hak_ucache_t *c = &h->cache[cls];
   if (c->top == c->items && cache_refill(h, cls) == 0) {
     errno = ENOMEM;
@@ -132,14 +132,14 @@ static HAK_COLD void *malloc_exiting(unsigned cls, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  void *p = cache_pop(h, cls, size);
+  void *p = hak_heap_pop(h, cls, size);
   hak_heap_give_back(h);
   return p;
 }
 
 void *hak_malloc_class(unsigned cls, size_t size) {
   hak_heap_t *h = hak_heap_get();
-  if (HAK_LIKELY(h)) return cache_pop(h, cls, size);
+  if (HAK_LIKELY(h)) return hak_heap_pop(h, cls, size);
   if (hak_thread_exiting()) return malloc_exiting(cls, size);
   errno = ENOMEM;
   return NULL;
@@ -147,6 +147,7 @@ void *hak_malloc_class(unsigned cls, size_t size) {
 
 HAK_NOINLINE void *hak_malloc_slow(size_t size) {
   if (size > HAK_MID_MAX) return hak_large_alloc(size, HAK_ALIGN, false);
+  if (HAK_UNLIKELY(hak_prof_on)) return hak_prof_malloc_class(hak_class_of(size), size);
   return hak_malloc_class(hak_class_of(size), size);
 }
 

@@ -4,6 +4,8 @@
  * buffer fills. */
 #include "internal.h"
 
+void hak_write_fd(const char *text, void *arg) { hak_os_write_fd(*(int *)arg, text, strlen(text)); }
+
 static void write_stderr(const char *text, void *arg) { hak_os_write_fd(2, text, strlen(text)); }
 
 void hak_out_init(hak_out_t *o, hak_write_fn *write, void *arg) {
@@ -85,4 +87,31 @@ void hak_out_size(hak_out_t *o, uint64_t v) {
   }
   hak_out_u64(o, v);
   if (u) put(o, units[u - 1]);
+}
+
+/* Decimal digits of v, ending at end; returns where they start. */
+static char *digits_of(uint64_t v, char *end) {
+  do *--end = (char)('0' + v % 10);
+  while (v /= 10);
+  return end;
+}
+
+bool hak_path_expand(const char *pattern, uint64_t seq, char *buf, size_t n) {
+  char pid[24], num[24];
+  const char *pid_at = digits_of((uint64_t)hak_os_pid(), pid + sizeof pid);
+  const char *num_at = digits_of(seq, num + sizeof num);
+  size_t len = 0;
+  for (const char *c = pattern; *c; c++) {
+    const char *from = c;
+    size_t k = 1;
+    if (c[0] == '%' && (c[1] == 'p' || c[1] == 'n')) {
+      from = *++c == 'p' ? pid_at : num_at;
+      k = (size_t)((*c == 'p' ? pid + sizeof pid : num + sizeof num) - from);
+    }
+    if (len + k >= n) return false;
+    memcpy(buf + len, from, k);
+    len += k;
+  }
+  buf[len] = 0;
+  return true;
 }

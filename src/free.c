@@ -132,6 +132,10 @@ static HAK_NOINLINE void batch_add(hak_remote_batch_t *b, unsigned cls, hak_heap
  * in it, needs no stack frame. */
 HAK_NOINLINE void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s) {
   hak_heap_t *owner = ss->owner;
+  if (HAK_UNLIKELY(owner == hak_prof_heap)) {   /* a sampled block (NULL while profiling is off) */
+    hak_prof_free(p);
+    return;
+  }
   unsigned cls = s->cls;
   hak_heap_t *h = hak_tls_heap;
   if (HAK_UNLIKELY(h == &hak_heap_empty)) {

@@ -94,19 +94,24 @@ void hak_heap_collect_all(hak_heap_t *h) {
 
 /* ---- lifecycle */
 
-static hak_heap_t *heap_new(void) {
+/* A new heap, in the global list. While heap profiling is on, its counted
+ * caches (as large as its caches) get room too, and its size tables point
+ * to them (prof.c). */
+hak_heap_t *hak_heap_new(void) {
   uint32_t caps[HAK_CLASSES];
   size_t items = 0;
   for (unsigned c = 0; c < HAK_CLASSES; c++) items += caps[c] = hak_class_cache_cap(c);
   size_t page = hak_os_page_size();
-  size_t size = (sizeof(hak_heap_t) + items * sizeof(void *) + page - 1) & ~(page - 1);
+  size_t size = (sizeof(hak_heap_t) + (hak_prof_on ? 2 : 1) * items * sizeof(void *) + page - 1) & ~(page - 1);
   hak_heap_t *h = hak_os_map(size);
   if (!h) return NULL;
 #if HAK_SECURE
   h->random = hak_os_random();
 #endif
   memcpy(h->cache_of_small, hak_cache_of_small, sizeof h->cache_of_small);
+  memcpy(h->cache_of_mid, hak_cache_of_mid, sizeof h->cache_of_mid);
   void **it = (void **)(h + 1);
+  if (hak_prof_on) hak_prof_heap_init(h, it + items);
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     h->cache[c].top = h->cache[c].items = it;
     h->cache[c].end = it + caps[c];
@@ -134,7 +139,7 @@ static hak_heap_t *heap_adopt(void) {
 /* An abandoned heap, else a new one (NULL: no memory). */
 static hak_heap_t *heap_take(void) {
   hak_heap_t *h = heap_adopt();
-  return h ? h : heap_new();
+  return h ? h : hak_heap_new();
 }
 
 HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {
@@ -190,6 +195,7 @@ void hak_heap_give_back(hak_heap_t *h) {
  * memory went back to the OS. */
 int hak_heap_release_all(hak_heap_t *h, bool now) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_flush(h, c, hak_cache_count(&h->cache[c]));
+  if (hak_prof_on) hak_prof_heap_release(h);
   memset(h->refill_batch, 0, sizeof h->refill_batch);   /* the next user starts slowly again */
   hak_heap_collect_all(h);
   hak_remote_flush_all(h);

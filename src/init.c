@@ -18,6 +18,7 @@ static HAK_COLD void init_once(void) {
   HAK_TRACK_ENTER();
   hak_os_init();
   hak_options_init();
+  hak_prof_init();
   hak_secret = hak_os_random() | 1u;
   if (HAK_SECURE) {
     hak_keys[0] = hak_os_random();
@@ -51,12 +52,16 @@ void hak_init(void) {
 /* Register the heap so that hak_thread_done runs when the thread exits. */
 void hak_thread_register(hak_heap_t *h) { pthread_setspecific(thread_key, h); }
 
-__attribute__((constructor)) static void hak_init_constructor(void) { hak_init(); }
+__attribute__((constructor)) static void hak_init_constructor(void) {
+  hak_init();
+  hak_prof_ready();
+}
 
 __attribute__((destructor)) static void hak_exit_destructor(void) {
   if (atomic_load(&init_state) != 2) return;
   HAK_TRACK_ENTER();
   if (hak_opt(hak_option_stats)) hak_stats_at_exit();
+  hak_prof_at_exit();
   if (HAK_VALGRIND) hak_purger_stop(true);   /* memcheck's leak check finds no thread of hakmem's */
   HAK_TRACK_LEAVE();
 }

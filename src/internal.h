@@ -39,6 +39,10 @@ void hak_out_i64(hak_out_t *o, int64_t v);
 void hak_out_hex(hak_out_t *o, uint64_t v);
 void hak_out_size(hak_out_t *o, uint64_t v);
 void hak_out_version(hak_out_t *o);
+void hak_write_fd(const char *text, void *arg);   /* a hak_write_fn: to the int fd at arg */
+/* pattern into buf with %p replaced by the process id, %n by seq; false if
+ * it does not fit in n bytes. */
+bool hak_path_expand(const char *pattern, uint64_t seq, char *buf, size_t n);
 
 /* ---- options.c: the options table, read once at init */
 #define HAK_PROFILES 4
@@ -97,6 +101,7 @@ void hak_registry_set(uintptr_t chunk_addr, uint8_t kind);
 
 /* ---- heap.c: thread heaps, their lifecycle and their warm pools */
 extern hak_heap_t hak_heap_empty;
+hak_heap_t *hak_heap_new(void);
 hak_heap_t *hak_heap_thread_init(void);
 hak_heap_t *hak_heap_list(void);
 void hak_thread_done(void *heap);
@@ -114,6 +119,7 @@ void hak_heap_collect_all(hak_heap_t *h);
 /* ---- cache.c: unified cache refill and flush (the tiny/mid slow paths) */
 void *hak_malloc_slow(size_t size);
 void *hak_malloc_class(unsigned cls, size_t size);   /* ENOMEM and NULL if none */
+void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size);   /* the same, from heap h */
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 
@@ -222,6 +228,22 @@ _Noreturn void hak_fatal_corrupt(const char *fn, const void *p);
 void hak_free_double(const void *p);
 size_t hak_block_live_usable(const void *p, const char *fn);
 size_t hak_block_usable(const void *p, const char *fn);
+
+/* ---- prof.c: heap profiling by sampling (docs/profiling.md) */
+extern bool hak_prof_on;              /* PROF_SAMPLE was set at start-up */
+extern hak_heap_t *hak_prof_heap;     /* the sampled blocks' heap, which no thread owns; NULL until needed */
+void  hak_prof_init(void);            /* from init, after the options */
+void  hak_prof_ready(void);           /* from the constructor */
+void  hak_prof_at_exit(void);
+void  hak_prof_heap_init(hak_heap_t *h, void **items);   /* its counted caches' room */
+void  hak_prof_heap_release(hak_heap_t *h);
+void *hak_prof_malloc_class(unsigned cls, size_t size);  /* hak_malloc_class while profiling */
+void  hak_prof_large(hak_large_t *hdr, size_t size);     /* a large allocation, while profiling */
+void  hak_prof_free(void *p);          /* free of a block of hak_prof_heap */
+void  hak_prof_forget(const void *p);  /* free of a sampled large block */
+void  hak_prof_fork_prepare(void);
+void  hak_prof_fork_parent(void);
+void  hak_prof_fork_child(void);
 
 /* ---- alloc_aligned.c */
 void *hak_alloc_aligned(size_t align, size_t size);
@@ -334,15 +356,15 @@ HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
  * address for each field it touches. */
 #define HAK_PIN(p) __asm__("" : "+r"(p))
 
-/* malloc: thread-local heap, the class's cache from a table (the heap's own
- * copy for tiny sizes), pop its top: 17 instructions with the return on
- * x86-64 in libhakmem.so (gcc 12, -O2) for tiny sizes, 22 for mid sizes. The
- * empty heap's table is all zeros: cache 0, empty, so the slow path. */
+/* malloc: thread-local heap, the class's cache from the heap's own copy of
+ * the size tables, pop its top: 17 instructions with the return on x86-64
+ * in libhakmem.so (gcc 12, -O2) for tiny sizes, 21 for mid sizes. The empty
+ * heap's tables are all zeros: cache 0, empty, so the slow path. */
 HAK_INLINE void *hak_malloc_fast(size_t size) {
   hak_heap_t *h = hak_tls_heap;
   size_t off;
   if (HAK_LIKELY(size <= HAK_TINY_MAX)) off = h->cache_of_small[(size + 15) >> 4];
-  else if (size <= HAK_MID_MAX) off = hak_cache_of_mid[(size + 127) >> 7];
+  else if (size <= HAK_MID_MAX) off = h->cache_of_mid[(size + 127) >> 7];
   else return hak_malloc_slow(size);
   hak_ucache_t *c = (hak_ucache_t *)((char *)h + off);
   HAK_PIN(c);
@@ -350,7 +372,7 @@ HAK_INLINE void *hak_malloc_fast(size_t size) {
   if (HAK_UNLIKELY(top == c->items)) return hak_malloc_slow(size);
 #if HAK_STAT >= 2
   c->allocs++;
-  h->counters[c - h->cache].requested += size;
+  h->counters[(c - h->cache) % HAK_CLASSES].requested += size;   /* a counted cache is HAK_CLASSES on */
 #endif
   void **p = top[-1];
   c->top = top - 1;

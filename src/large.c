@@ -50,6 +50,7 @@ static void guard_lift(hak_large_t *hdr) {
 static void large_set_user(hak_large_t *hdr, void *user) {
   hdr->user = user;
   hdr->freed_at = 0;
+  hdr->sampled = 0;
   hdr->check = (uintptr_t)user ^ hak_secret;
 }
 
@@ -69,7 +70,7 @@ static void *large_alloc_huge_aligned(size_t size, size_t align) {
   return user;
 }
 
-void *hak_large_alloc(size_t size, size_t align, bool zero) {
+static void *large_alloc(size_t size, size_t align, bool zero) {
   hak_init();
   hak_purger_poll();
   hak_bigcache_tick();
@@ -110,6 +111,15 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   return hdr->user;
 }
 
+void *hak_large_alloc(size_t size, size_t align, bool zero) {
+  void *p = large_alloc(size, align, zero);
+  if (HAK_UNLIKELY(hak_prof_on) && p)
+    hak_prof_large(align >= HAK_SS_SIZE ? (hak_large_t *)((char *)p - LARGE_HEADER)
+                                        : (hak_large_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK),
+                   size);
+  return p;
+}
+
 /* The header of a large block, after checking p really is one in use (one
  * in the BigCache is reported as `freed`). */
 static hak_large_t *large_header(const void *p, uint8_t kind, const char *fn, const char *freed) {
@@ -134,6 +144,7 @@ static void large_unmap(hak_large_t *hdr, uint8_t kind) {
 
 void hak_large_free(void *p, uint8_t kind, const char *fn) {
   hak_large_t *hdr = large_header(p, kind, fn, "double free of");
+  if (HAK_UNLIKELY(hdr->sampled)) hak_prof_forget(p);
   if (HAK_STAT) hak_stats_large(-1, 0, -(int64_t)hdr->map_size);
   if (kind == HAK_REG_LARGE && hak_bigcache_put(hdr)) return;
   large_unmap(hdr, kind);
@@ -149,6 +160,7 @@ size_t hak_large_usable(const void *p, uint8_t kind, const char *fn) {
  * new 2 MiB-aligned place. NULL if the pages could not be moved. */
 void *hak_large_realloc(void *p, size_t size) {
   hak_large_t *hdr = large_header(p, HAK_REG_LARGE, "realloc", "use after free of");
+  if (hdr->sampled) return NULL;   /* the profile's record names p: realloc moves it by copying */
   size_t off = (uintptr_t)p - (uintptr_t)hdr;
   if (size > PTRDIFF_MAX - 2 * HAK_SS_SIZE) return NULL;
   size_t need = off + size;

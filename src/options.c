@@ -49,6 +49,14 @@ static const hak_option_desc_t table[hak_option_count] = {
   [hak_option_ace] = {"ACE", HAK_OPT_BOOL, {1, 1, 1, 1}, 0, 1, NULL,
                       "the adaptive controller lengthens delays and budgets while freed memory is soon needed again "
                       "(docs/ace.md)"},
+  [hak_option_prof_sample] = {"PROF_SAMPLE", HAK_OPT_SIZE, {0, 0, 0, 0}, 0, 1 * G, NULL,
+                              "heap profiling: mean bytes allocated between sampled allocations, 0: off; "
+                              "read at start-up (docs/profiling.md)"},
+  [hak_option_prof_file] = {"PROF_FILE", HAK_OPT_STRING, {0, 0, 0, 0}, 0, 0, NULL,
+                            "where heap profiles go (at exit, on PROF_SIGNAL, by hak_prof_dump(NULL)); "
+                            "%p becomes the process id, %n the profile's number; default hakmem.%p.%n.heap"},
+  [hak_option_prof_signal] = {"PROF_SIGNAL", HAK_OPT_INT, {0, 0, 0, 0}, 0, 64, NULL,
+                              "a signal (e.g. 12, SIGUSR2) that writes a heap profile while profiling is on, 0: none"},
 };
 
 long hak_option_values[hak_option_count];

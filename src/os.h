@@ -53,6 +53,8 @@ int      hak_os_pid(void);
 /* Open a file for writing (created, truncated); -1 on failure. */
 int      hak_os_open_write(const char *path);
 void     hak_os_close(int fd);
+/* Append the whole of a file (/proc/self/maps) to fd; false if it cannot be read. */
+bool     hak_os_copy_file(const char *path, int fd);
 /* Read up to n - 1 bytes of a small file (/proc, /sys) into buf, NUL-ended;
  * returns the length, or -1. */
 long     hak_os_read_file(const char *path, char *buf, size_t n);

@@ -124,9 +124,11 @@ void hak_purger_stop(bool for_good) {
 }
 
 /* In a forked child the purger (like every thread but the caller) is gone,
- * and so is any sweep that was under way in another thread. */
+ * and so is any sweep that was under way in another thread; the heap
+ * profile's lock, taken before the fork, is let go. */
 static void fork_child(void) {
   HAK_TRACK_ENTER();
+  hak_prof_fork_child();
   hak_release_forget_sweeps();
   hak_ace_forked();
   int s = atomic_load_explicit(&hak_purger_state, memory_order_relaxed);
@@ -141,5 +143,5 @@ static void fork_child(void) {
 void hak_purger_install(void) {
   static _Atomic int installed;
   if (!atomic_load_explicit(&installed, memory_order_relaxed) && !atomic_exchange(&installed, 1))
-    pthread_atfork(NULL, NULL, fork_child);
+    pthread_atfork(hak_prof_fork_prepare, hak_prof_fork_parent, fork_child);
 }

@@ -57,10 +57,10 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
       struct hak_class_stats *cs = &st->classes[c];
       const hak_class_counters_t *k = &h->counters[c];
 #if HAK_STAT >= 2
-      cs->allocs += h->cache[c].allocs;
+      cs->allocs += h->cache[c].allocs + h->counted[c].allocs;
       cs->frees += h->cache[c].frees + k->remote_received;
 #endif
-      cs->live += k->used_blocks - hak_cache_count(&h->cache[c]);
+      cs->live += k->used_blocks - hak_cache_count(&h->cache[c]) - hak_cache_count(&h->counted[c]);
       cs->cache_misses += k->refills;
       cs->refills += k->refills;
       cs->flushes += k->flushes;
@@ -367,34 +367,15 @@ HAK_EXPORT void hak_stats_print(hak_write_fn *write, void *arg) { report(write, 
 
 HAK_EXPORT void hak_stats_print_json(hak_write_fn *write, void *arg) { report(write, arg, print_json); }
 
-static void write_fd(const char *text, void *arg) { hak_os_write_fd(*(int *)arg, text, strlen(text)); }
-
-/* HAKMEM_STATS: the report at exit, to stderr or HAKMEM_STATS_FILE. */
-/* STATS_FILE with each %p replaced by the process id (a program's children
- * each write their own), into buf; false if it does not fit. */
-static bool stats_path(const char *path, char *buf, size_t n) {
-  char pid[24];
-  size_t digits = 0;
-  for (unsigned v = (unsigned)hak_os_pid(); v || !digits; v /= 10) pid[sizeof pid - ++digits] = (char)('0' + v % 10);
-  size_t len = 0;
-  for (const char *c = path; *c; c++) {
-    bool is_pid = c[0] == '%' && c[1] == 'p';
-    size_t k = is_pid ? digits : 1;
-    if (len + k >= n) return false;
-    memcpy(buf + len, is_pid ? pid + sizeof pid - digits : c, k);
-    len += k;
-    c += is_pid;
-  }
-  buf[len] = 0;
-  return true;
-}
-
+/* HAKMEM_STATS: the report at exit, to stderr or HAKMEM_STATS_FILE (%p in
+ * its name becomes the process id: a program's children each write their
+ * own). */
 void hak_stats_at_exit(void) {
   int fd = 2;
   char buf[4096];
   const char *path = hak_option_get_string(hak_option_stats_file);
-  if (path && (!stats_path(path, buf, sizeof buf) || (fd = hak_os_open_write(buf)) < 0)) fd = 2;
-  if (hak_opt(hak_option_stats) == 2) hak_stats_print_json(write_fd, &fd);
-  else hak_stats_print(write_fd, &fd);
+  if (path && (!hak_path_expand(path, 0, buf, sizeof buf) || (fd = hak_os_open_write(buf)) < 0)) fd = 2;
+  if (hak_opt(hak_option_stats) == 2) hak_stats_print_json(hak_write_fd, &fd);
+  else hak_stats_print(hak_write_fd, &fd);
   if (fd != 2) hak_os_close(fd);
 }

@@ -220,9 +220,20 @@ typedef struct hak_remote_batch_s {
 enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };
 
 typedef struct hak_heap_s {
-  hak_ucache_t cache[HAK_CLASSES];     /* the fast paths touch only this */
-  uint16_t     cache_of_small[HAK_TINY_MAX / 16 + 1];   /* and this: a copy of hak_cache_of_small,
-                                          addressed from the heap pointer malloc already holds */
+  hak_ucache_t cache[HAK_CLASSES];     /* the fast paths touch only this, */
+  hak_ucache_t counted[HAK_CLASSES];   /* this while heap profiling is on (below, prof.c) */
+  uint16_t     cache_of_small[HAK_TINY_MAX / 16 + 1];   /* and these: copies of hak_cache_of_small */
+  uint16_t     cache_of_mid[HAK_MID_MAX / 128 + 1];     /* and hak_cache_of_mid, addressed from the
+                                          heap pointer malloc already holds; while heap profiling is
+                                          on they point to the counted caches (prof.c) */
+  /* Heap profiling (prof.c), owner only: counted[] above are the caches
+   * malloc pops from while it is on, whose every block counts an allocation
+   * in advance; the allocations of each class until its next sample; the
+   * bytes of large allocations until the next one; the state of the random
+   * numbers that draw those. */
+  uint32_t     prof_left[HAK_CLASSES];
+  int64_t      prof_large_left;
+  uint64_t     prof_random;
   hak_class_counters_t counters[HAK_CLASSES];
   hak_remote_batch_t outgoing[HAK_CLASSES];  /* blocks of other heaps freed here */
   hak_slab_t  *warm[HAK_CLASSES];      /* warm pool: slabs with free blocks */
@@ -252,7 +263,8 @@ typedef struct hak_large_s {
   void     *user;
   uint64_t  freed_at;      /* ms, while in the BigCache */
   uint64_t  check;         /* user ^ secret: a sanity mark */
-  uint64_t  pad[3];
+  uint64_t  sampled;       /* 1: the heap profile holds this block (prof.c) */
+  uint64_t  pad[2];
 } hak_large_t;
 
 _Static_assert(sizeof(hak_large_t) == 64, "large header is 64 bytes");

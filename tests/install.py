@@ -54,21 +54,24 @@ def make(*args, env=None):
     return run(["make", "-s", "-C", ROOT] + list(args), env=env)
 
 
-def installed_files(prefix, ver):
+def installed_files(prefix, ver, secure=False):
     major = ver.split(".")[0]
-    return ["lib/libhakmem.so.%s" % ver, "lib/libhakmem.so.%s" % major, "lib/libhakmem.so",
-            "lib/libhakmem.a", "include/hakmem.h", "bin/hakmem", "lib/pkgconfig/hakmem.pc",
-            "lib/cmake/hakmem/hakmemConfig.cmake", "lib/cmake/hakmem/hakmemConfigVersion.cmake",
-            "share/doc/hakmem/README.md", "share/doc/hakmem/options.md"]
+    libs = ["libhakmem"] + (["libhakmem-secure"] if secure else [])
+    return [f % (lib, v) for lib in libs for f, v in (("lib/%s.so.%s", ver), ("lib/%s.so.%s", major), ("lib/%s.%s", "so"),
+                                                      ("lib/%s.%s", "a"))] + \
+        ["include/hakmem.h", "bin/hakmem", "lib/pkgconfig/hakmem.pc",
+         "lib/cmake/hakmem/hakmemConfig.cmake", "lib/cmake/hakmem/hakmemConfigVersion.cmake",
+         "share/doc/hakmem/README.md", "share/doc/hakmem/options.md", "share/doc/hakmem/secure.md",
+         "share/doc/hakmem/profiling.md"]
 
 
 def test_layout(tmp, ver):
     prefix = os.path.join(tmp, "prefix")
-    r = make("install", "PREFIX=" + prefix)
-    check("make install", r.returncode == 0, r.stdout)
+    r = make("install", "PREFIX=" + prefix, "SECURE=1")
+    check("make install SECURE=1", r.returncode == 0, r.stdout)
     if r.returncode:
         return
-    missing = [f for f in installed_files(prefix, ver) if not os.path.exists(os.path.join(prefix, f))]
+    missing = [f for f in installed_files(prefix, ver, True) if not os.path.exists(os.path.join(prefix, f))]
     check("installed files", not missing, "missing: %s" % missing)
     major = ver.split(".")[0]
     lib = os.path.join(prefix, "lib")
@@ -90,6 +93,12 @@ def test_layout(tmp, ver):
           r.stdout.splitlines() == ["hakmem " + ver, "library: " + os.path.join(lib, "libhakmem.so.%s" % ver)],
           r.stdout)
     test_command(hakmem, tmp)
+    r = run([hakmem, "--secure", "--version"])
+    check("installed command --secure finds the secure library",
+          r.stdout.splitlines()[1:] == ["library: " + os.path.join(lib, "libhakmem-secure.so.%s" % ver)], r.stdout)
+    r = run([hakmem, "--secure", "--banner", "true"])
+    check("command --secure runs the program on the secure build",
+          r.returncode == 0 and "hakmem secure build:" in r.stdout, r.stdout)
 
     r = make("uninstall", "PREFIX=" + prefix)
     left = [os.path.join(d, f) for d, _, fs in os.walk(prefix) for f in fs]
@@ -146,6 +155,16 @@ def test_command(hakmem, tmp):
     except (OSError, ValueError, KeyError) as e:
         ok, st = False, e
     check("command --stats=json -o FILE writes the program's statistics", ok, st)
+    prof = os.path.join(tmp, "prof")
+    os.makedirs(prof)
+    r = run([hakmem, "--prof", "64K", "python3", "-c", "import os; x = [str(i) for i in range(10**5)]; print(os.getpid())"],
+            cwd=prof)
+    heap = os.path.join(prof, "hakmem.%s.0.heap" % r.stdout.strip())
+    check("command --prof writes a heap profile at exit",
+          r.returncode == 0 and os.path.exists(heap) and open(heap).readline().endswith("@ heap_v2/65536\n"),
+          r.stdout + " ".join(os.listdir(prof)))
+    r = run([hakmem, "--prof", "lots", "true"])
+    check("command refuses --prof lots", r.returncode == 2 and r.stdout.startswith("hakmem: --prof"), r.stdout)
     r = run([hakmem, "--stats", "--banner", "python3", "-c", "print(sum(len(str(i)) for i in range(10**5)))"])
     check("command --stats --banner on python3",
           r.returncode == 0 and "488890" in r.stdout and "hakmem 0.1" in r.stdout and

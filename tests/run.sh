@@ -4,7 +4,7 @@
 # Runs every test binary in build/test/ (release, then dyn_, ubsan_, asan_,
 # tsan_, stat2_ and secure_ variants), three of them again without the SuperSlab arena
 # (noarena_), the fuzzer (tests/fuzz.sh) under each profile with and without
-# the arena, and on the secure build, and its planted-bug check (tests/fuzz_plant.sh), the smoke test,
+# the arena, on the secure build and with heap profiling on, and its planted-bug check (tests/fuzz_plant.sh), the smoke test,
 # a correctness run of the benchmarks (bench/smoke.sh), memcheck on the
 # Valgrind-aware build against glibc (tests/valgrind.sh), AddressSanitizer on
 # the ASan-aware build (tests/asan.sh), and the install test
@@ -125,6 +125,7 @@ for p in fast balanced lean auto; do
   done
 done
 FUZZ=$TESTS/secure_fuzz FUZZ_OPS=2e6 run_script fuzz_secure 300 tests/fuzz.sh auto all
+HAKMEM_PROF_SAMPLE=4096 HAKMEM_PROF_FILE=/dev/null FUZZ_OPS=2e6 run_script fuzz_prof 300 tests/fuzz.sh auto all
 run_script fuzz_plant 300 tests/fuzz_plant.sh
 
 run_script smoke 300 tests/smoke.sh

@@ -230,7 +230,8 @@ static void test_docs_agree(void) {
         snprintf(want, sizeof want, "%s", o.buf);
       }
       if (opt == hak_option_profile) snprintf(want, sizeof want, "%s", "auto");
-      if (d->kind == HAK_OPT_STRING) snprintf(want, sizeof want, "%s", "(stderr)");
+      if (d->kind == HAK_OPT_STRING)
+        snprintf(want, sizeof want, "%s", opt == hak_option_prof_file ? "(hakmem.%p.%n.heap)" : "(stderr)");
       CHECK(strcmp(cell[2 + prof], want) == 0, "%s: docs default %s for profile %d, table %s", d->name, cell[2 + prof],
             prof, want);
     }

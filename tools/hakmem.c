@@ -1,6 +1,6 @@
 /* hakmem: run a program with hakmem preloaded.
  *
- *   hakmem [--secure] [--profile P] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM [ARG...]
+ *   hakmem [--secure] [--profile P] [--prof BYTES] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM [ARG...]
  *   hakmem [--secure] --version | --options | --help
  *
  * The program is started with the shared library in LD_PRELOAD (before any
@@ -27,7 +27,8 @@
 #define MAJOR STR(HAKMEM_VERSION_MAJOR)
 
 static const char USAGE[] =
-    "usage: hakmem [--secure] [--profile P] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM [ARG...]";
+    "usage: hakmem [--secure] [--profile P] [--prof BYTES] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM "
+    "[ARG...]";
 
 static const char HELP[] =
     "Runs PROGRAM with the hakmem allocator preloaded (LD_PRELOAD); its exit\n"
@@ -36,6 +37,9 @@ static const char HELP[] =
     "  --secure         preload the secure build (docs/secure.md): checked free lists,\n"
     "                   guard pages, randomized placement\n"
     "  --profile P      auto (the default), fast, balanced or lean (HAKMEM_PROFILE)\n"
+    "  --prof BYTES     heap profiling, a sample every BYTES allocated on average (512K);\n"
+    "                   profiles hakmem.<pid>.<n>.heap for google-pprof at exit\n"
+    "                   (HAKMEM_PROF_SAMPLE; docs/profiling.md)\n"
     "  --stats          print hakmem's statistics when the program exits (HAKMEM_STATS=1)\n"
     "  --stats=json     the same as one JSON object (HAKMEM_STATS=json)\n"
     "  -o FILE          the statistics go to FILE instead of stderr; implies --stats;\n"
@@ -149,6 +153,9 @@ int main(int argc, char **argv) {
     } else if ((value = option_value(argc, argv, &i, "--profile"))) {
       if (hak_option_set_text(hak_option_profile, value) != 0) usage_error("unknown profile", value);
       set("HAKMEM_PROFILE", value);
+    } else if ((value = option_value(argc, argv, &i, "--prof"))) {
+      if (hak_option_set_text(hak_option_prof_sample, value) != 0) usage_error("--prof needs a size, not", value);
+      set("HAKMEM_PROF_SAMPLE", value);
     } else if ((value = option_value(argc, argv, &i, "-o"))) {
       if (!*value) usage_error("-o", "needs a file name");
       file = value;

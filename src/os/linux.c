@@ -287,6 +287,21 @@ int hak_os_open_write(const char *path) {
   return fd;
 }
 
+bool hak_os_copy_file(const char *path, int fd) {
+  int e = errno;
+  int in = os_open(path, O_RDONLY | O_CLOEXEC);
+  if (in < 0) {
+    errno = e;
+    return false;
+  }
+  char buf[4096];
+  long n;
+  while ((n = os_read(in, buf, sizeof buf)) > 0) hak_os_write_fd(fd, buf, (size_t)n);
+  os_close(in);
+  errno = e;
+  return n == 0;
+}
+
 void hak_os_close(int fd) {
   int e = errno;
   os_close(fd);

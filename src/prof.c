@@ -1,0 +1,479 @@
+/* Heap profiling by sampling (HAKMEM_PROF_SAMPLE, docs/profiling.md).
+ *
+ * Allocated bytes are sampled as a Poisson process with a mean of
+ * PROF_SAMPLE bytes between samples: an allocation of s bytes is sampled
+ * with probability 1 - exp(-s / mean), which is what pprof's "heap_v2"
+ * profiles say and what it scales by. Each size class runs its own
+ * countdown (the union of independent Poisson processes of one rate is one
+ * of that rate), counted in whole allocations of the class's size, so that
+ * malloc's fast path needs no counter: while profiling is on, a heap's size
+ * tables point malloc at its counted caches, which hold only as many blocks
+ * as the class may hand out before its next sample; when one runs dry,
+ * malloc's slow path counts, samples or refills it from the class's cache.
+ * Large allocations count their bytes on their own (slow) path.
+ *
+ * A sampled block comes from the profiler's own heap, which no thread owns:
+ * its free takes the remote-free path, which hands it back here, and the
+ * profile forgets it. Sampled large blocks carry a flag in their header. The
+ * stack of each sampled allocation (glibc's backtrace, with allocations
+ * made inside it served unsampled) is kept once per distinct stack with its
+ * live and total counts and bytes; hak_prof_dump, the signal PROF_SIGNAL and
+ * the exit write them in the heap-profile format that pprof (Debian's
+ * google-pprof) and jeprof read. Off (PROF_SAMPLE=0 at start-up), all of
+ * this costs one test of hak_prof_on on malloc's slow path and the large
+ * paths. */
+#include <errno.h>
+#include <execinfo.h>
+#include <link.h>
+#include <signal.h>
+
+#include "internal.h"
+
+#define MAX_FRAMES   64
+#define STACK_HEADS  16384            /* hash chains of distinct stacks */
+#define CHUNK_BYTES  ((size_t)256 << 10)
+
+bool hak_prof_on;
+hak_heap_t *hak_prof_heap;
+
+/* The samples of one size from one stack: pprof scales each line of the
+ * profile by its mean size, which is then exact. */
+typedef struct prof_stack_s {
+  struct prof_stack_s *chain, *next;   /* hash chain; list of all, oldest last */
+  uint64_t hash, size;
+  uint64_t live_count, live_bytes, total_count, total_bytes;
+  uint32_t depth;
+  void    *frames[];
+} prof_stack_t;
+
+/* A sampled block: its address, its stack and the bytes it counted. */
+typedef struct prof_block_s {
+  uintptr_t addr;
+  prof_stack_t *stack;
+  uint64_t bytes;
+} prof_block_t;
+
+/* Everything below is under `lock`. */
+static _Atomic uint32_t lock;                    /* 0 free, 1 taken, 2 taken with waiters */
+static prof_stack_t **heads;
+static prof_stack_t *stacks;
+static char *chunk, *chunk_end;                  /* where new stacks are carved */
+static prof_block_t *blocks;
+static size_t blocks_cap, blocks_used;           /* a power of two; open addressing */
+static uint64_t dumps;                           /* sequence number of the next file */
+static _Atomic int dump_pending;                 /* the signal came while the lock was taken */
+
+static __thread bool in_prof;                    /* allocations now are the profiler's own */
+static bool ready;                               /* the constructor has run: backtrace may load */
+static uintptr_t self_lo, self_hi;               /* hakmem's code, when it is a library of its own */
+
+/* ---- the lock (a futex mutex: samples are rare, but two threads may meet) */
+
+static void prof_lock(void) {
+  uint32_t c = 0;
+  if (atomic_compare_exchange_strong(&lock, &c, 1)) return;
+  if (c != 2) c = atomic_exchange(&lock, 2);
+  while (c != 0) {
+    hak_os_wait(&lock, 2, 0);
+    c = atomic_exchange(&lock, 2);
+  }
+}
+
+static void prof_unlock(void) {
+  if (atomic_exchange(&lock, 0) == 2) hak_os_wake(&lock);
+  if (HAK_UNLIKELY(atomic_load_explicit(&dump_pending, memory_order_relaxed))) {
+    atomic_store(&dump_pending, 0);
+    hak_prof_dump(NULL);
+  }
+}
+
+/* ---- sampling */
+
+/* -ln(u) for u uniform in (0, 1] from the top 53 bits of r: the exponent
+ * gives log2's integer part, an atanh series the mantissa's logarithm (to
+ * 1e-6; no libm). */
+static double neg_log(uint64_t r) {
+  union {
+    double d;
+    uint64_t b;
+  } x = {.d = (double)((r >> 11) + 1) * 0x1p-53};
+  int e = (int)((x.b >> 52) & 0x7ff) - 1023;
+  x.b = (x.b & 0xfffffffffffffull) | 0x3ff0000000000000ull;
+  double t = (x.d - 1) / (x.d + 1), t2 = t * t;
+  double ln_m = 2 * t * (1 + t2 * (1.0 / 3 + t2 * (1.0 / 5 + t2 * (1.0 / 7 + t2 / 9))));
+  return -((double)e * 0.6931471805599453 + ln_m);
+}
+
+/* Bytes until the next sample: exponential with the mean PROF_SAMPLE (none
+ * while it is 0). */
+static double draw_bytes(hak_heap_t *h) {
+  long mean = hak_opt(hak_option_prof_sample);
+  return mean > 0 ? (double)mean * neg_log(hak_random(&h->prof_random)) : 1e300;
+}
+
+/* Allocations of class cls until its next sample, that one included. */
+static uint32_t draw_left(hak_heap_t *h, unsigned cls) {
+  double k = draw_bytes(h) / hak_class_size[cls];
+  return k >= (double)UINT32_MAX - 1 ? UINT32_MAX : (uint32_t)k + 1;
+}
+
+/* The calling thread's stack into frames (without hakmem's own frames when
+ * it can tell them: when it is a library of its own); the number kept. */
+static uint32_t capture(void **frames) {
+  void *raw[MAX_FRAMES];
+  int n = ready ? backtrace(raw, MAX_FRAMES) : 0;
+  int first = 0;
+  while (first < n && (uintptr_t)raw[first] - self_lo < self_hi - self_lo) first++;
+  if (first == n) {   /* no frame to tell: one unknown frame */
+    frames[0] = NULL;
+    return 1;
+  }
+  memcpy(frames, raw + first, (size_t)(n - first) * sizeof(void *));
+  return (uint32_t)(n - first);
+}
+
+static uint64_t stack_hash(void *const *frames, uint32_t depth, uint64_t size) {
+  uint64_t x = depth ^ size << 8;
+  for (uint32_t i = 0; i < depth; i++) {
+    x = (x ^ (uintptr_t)frames[i]) * 0x9e3779b97f4a7c15ull;
+    x ^= x >> 29;
+  }
+  return x;
+}
+
+/* The record of a stack and size, new if it is the first of its kind;
+ * NULL without memory. */
+static prof_stack_t *stack_find(void *const *frames, uint32_t depth, uint64_t size) {
+  if (!heads && !(heads = hak_os_map(STACK_HEADS * sizeof *heads))) return NULL;
+  uint64_t hash = stack_hash(frames, depth, size);
+  prof_stack_t **head = &heads[hash % STACK_HEADS];
+  for (prof_stack_t *s = *head; s; s = s->chain)
+    if (s->hash == hash && s->size == size && s->depth == depth && !memcmp(s->frames, frames, depth * sizeof(void *)))
+      return s;
+  size_t need = (sizeof(prof_stack_t) + depth * sizeof(void *) + 15) & ~(size_t)15;
+  if ((size_t)(chunk_end - chunk) < need) {
+    if (!(chunk = hak_os_map(CHUNK_BYTES))) return NULL;
+    chunk_end = chunk + CHUNK_BYTES;
+  }
+  prof_stack_t *s = (prof_stack_t *)chunk;
+  chunk += need;
+  s->hash = hash;
+  s->size = size;
+  s->depth = depth;
+  memcpy(s->frames, frames, depth * sizeof(void *));
+  s->chain = *head;
+  *head = s;
+  s->next = stacks;
+  stacks = s;
+  return s;
+}
+
+static size_t block_slot(uintptr_t addr) { return (size_t)((addr >> 4) * 0x9e3779b97f4a7c15ull >> 20) & (blocks_cap - 1); }
+
+/* Room for one more sampled block: the table doubles past half full. */
+static bool blocks_room(void) {
+  if (blocks_used + 1 <= blocks_cap / 2) return true;
+  size_t cap = blocks_cap ? 2 * blocks_cap : 1024;
+  prof_block_t *old = blocks, *table = hak_os_map(cap * sizeof *table);
+  if (!table) return false;
+  size_t old_cap = blocks_cap;
+  blocks = table;
+  blocks_cap = cap;
+  for (size_t i = 0; i < old_cap; i++) {
+    if (!old[i].addr) continue;
+    size_t j = block_slot(old[i].addr);
+    while (blocks[j].addr) j = (j + 1) & (cap - 1);
+    blocks[j] = old[i];
+  }
+  if (old) hak_os_unmap(old, old_cap * sizeof *old);
+  return true;
+}
+
+/* Record block p, of `bytes` bytes, allocated from the stack frames. */
+static void record(const void *p, uint64_t bytes, void *const *frames, uint32_t depth) {
+  prof_stack_t *s = stack_find(frames, depth, bytes);
+  if (!s || !blocks_room()) return;
+  size_t j = block_slot((uintptr_t)p);
+  while (blocks[j].addr) j = (j + 1) & (blocks_cap - 1);
+  blocks[j] = (prof_block_t){(uintptr_t)p, s, bytes};
+  blocks_used++;
+  s->live_count++;
+  s->live_bytes += bytes;
+  s->total_count++;
+  s->total_bytes += bytes;
+}
+
+/* Forget block p (freed); backward-shift deletion keeps every probe
+ * sequence unbroken. */
+static void forget(const void *p) {
+  if (!blocks_cap) return;
+  size_t j = block_slot((uintptr_t)p);
+  while (blocks[j].addr != (uintptr_t)p) {
+    if (!blocks[j].addr) return;
+    j = (j + 1) & (blocks_cap - 1);
+  }
+  blocks[j].stack->live_count--;
+  blocks[j].stack->live_bytes -= blocks[j].bytes;
+  blocks_used--;
+  for (size_t k = (j + 1) & (blocks_cap - 1); blocks[k].addr; k = (k + 1) & (blocks_cap - 1)) {
+    size_t home = block_slot(blocks[k].addr);
+    if (((k - home) & (blocks_cap - 1)) >= ((k - j) & (blocks_cap - 1))) {
+      blocks[j] = blocks[k];
+      j = k;
+    }
+  }
+  blocks[j].addr = 0;
+}
+
+/* A sampled block of class cls, from the profiler's heap; NULL if none. */
+static void *sample_small(unsigned cls, size_t size) {
+  void *frames[MAX_FRAMES];
+  in_prof = true;
+  uint32_t depth = capture(frames);
+  prof_lock();
+  void *p = NULL;
+  if (hak_prof_heap || (hak_prof_heap = hak_heap_new())) p = hak_heap_pop(hak_prof_heap, cls, size);
+  if (p) record(p, hak_class_size[cls], frames, depth);
+  prof_unlock();
+  in_prof = false;
+  return p;
+}
+
+void *hak_prof_malloc_class(unsigned cls, size_t size) {
+  hak_heap_t *h = hak_heap_get();
+  if (!h || in_prof) return hak_malloc_class(cls, size);
+  if (!h->prof_left[cls]) h->prof_left[cls] = draw_left(h, cls);
+  if (--h->prof_left[cls] == 0) {
+    h->prof_left[cls] = draw_left(h, cls);
+    void *p = sample_small(cls, size);
+    if (p) return p;
+  }
+  void *p = hak_heap_pop(h, cls, size);
+  if (!p) return NULL;
+  /* hand the counted cache what the class may allocate before its next
+   * sample, up to what the class's cache holds */
+  hak_ucache_t *from = &h->cache[cls], *to = &h->counted[cls];
+  uint32_t n = h->prof_left[cls] - 1, have = hak_cache_count(from), room = (uint32_t)(to->end - to->top);
+  n = n < have ? n : have;
+  n = n < room ? n : room;
+  from->top -= n;
+  memcpy(to->top, from->top, n * sizeof(void *));
+  to->top += n;
+  h->prof_left[cls] -= n;
+  return p;
+}
+
+void hak_prof_large(hak_large_t *hdr, size_t size) {
+  hak_heap_t *h = hak_tls_heap;
+  if (h == &hak_heap_empty || in_prof) return;
+  if (!h->prof_large_left) h->prof_large_left = (int64_t)draw_bytes(h) + 1;
+  if ((h->prof_large_left -= (int64_t)size) > 0) return;
+  double next = draw_bytes(h);
+  h->prof_large_left = next > (double)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)next + 1;
+  void *frames[MAX_FRAMES];
+  in_prof = true;
+  uint32_t depth = capture(frames);
+  prof_lock();
+  record(hdr->user, size, frames, depth);
+  hdr->sampled = 1;
+  prof_unlock();
+  in_prof = false;
+}
+
+void hak_prof_free(void *p) {
+  in_prof = true;
+  prof_lock();
+  forget(p);
+  hak_heap_t *h = hak_prof_heap;
+  hak_slab_t *s = hak_unit_of(hak_ss_of(p), (uintptr_t)p);
+  hak_ucache_t *c = &h->cache[s->cls];
+  if (c->top == c->end) hak_free_flush(h, s->cls, p);
+  else *c->top++ = p;
+  prof_unlock();
+  in_prof = false;
+}
+
+void hak_prof_forget(const void *p) {
+  in_prof = true;
+  prof_lock();
+  forget(p);
+  prof_unlock();
+  in_prof = false;
+}
+
+/* ---- heaps */
+
+void hak_prof_heap_init(hak_heap_t *h, void **items) {
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    uint32_t cap = hak_class_cache_cap(c);
+    h->counted[c].top = h->counted[c].items = items;
+    h->counted[c].end = items + cap;
+    items += cap;
+  }
+  const size_t from = offsetof(hak_heap_t, cache), to = offsetof(hak_heap_t, counted);
+  for (size_t i = 0; i < sizeof h->cache_of_small / sizeof *h->cache_of_small; i++)
+    h->cache_of_small[i] = (uint16_t)(h->cache_of_small[i] - from + to);
+  for (size_t i = 0; i < sizeof h->cache_of_mid / sizeof *h->cache_of_mid; i++)
+    h->cache_of_mid[i] = (uint16_t)(h->cache_of_mid[i] - from + to);
+  h->prof_random = hak_os_random();
+}
+
+/* The counted caches' blocks go back to their slabs, and the counts they
+ * stood for are given back. */
+void hak_prof_heap_release(hak_heap_t *h) {
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    hak_ucache_t *k = &h->counted[c];
+    uint32_t n = hak_cache_count(k);
+    for (uint32_t i = 0; i < n; i++) hak_slab_put_local(h, k->items[i]);
+    k->top = k->items;
+    h->prof_left[c] += n;
+  }
+}
+
+/* ---- the profile */
+
+/* "<count>: <bytes> [<count>: <bytes>] @" as pprof's heap profiles have it. */
+static void put_counts(hak_out_t *o, uint64_t live_n, uint64_t live_b, uint64_t total_n, uint64_t total_b) {
+  hak_out_u64w(o, live_n, 6);
+  hak_out_str(o, ": ");
+  hak_out_u64w(o, live_b, 8);
+  hak_out_str(o, " [");
+  hak_out_u64w(o, total_n, 6);
+  hak_out_str(o, ": ");
+  hak_out_u64w(o, total_b, 8);
+  hak_out_str(o, "] @");
+}
+
+/* The profile of the live sampled blocks (and the totals sampled since the
+ * start) into fd; under the lock. */
+static void write_profile(int fd) {
+  hak_out_t o;
+  hak_out_init(&o, hak_write_fd, &fd);
+  uint64_t t[4] = {0, 0, 0, 0};
+  for (prof_stack_t *s = stacks; s; s = s->next) {
+    t[0] += s->live_count;
+    t[1] += s->live_bytes;
+    t[2] += s->total_count;
+    t[3] += s->total_bytes;
+  }
+  hak_out_str(&o, "heap profile: ");
+  put_counts(&o, t[0], t[1], t[2], t[3]);
+  hak_out_str(&o, " heap_v2/");
+  hak_out_u64(&o, (uint64_t)hak_opt(hak_option_prof_sample));
+  hak_out_str(&o, "\n");
+  for (prof_stack_t *s = stacks; s; s = s->next) {
+    if (!s->live_count && !s->total_count) continue;
+    put_counts(&o, s->live_count, s->live_bytes, s->total_count, s->total_bytes);
+    for (uint32_t i = 0; i < s->depth; i++) {
+      hak_out_str(&o, " ");
+      hak_out_hex(&o, (uintptr_t)s->frames[i]);
+    }
+    hak_out_str(&o, "\n");
+  }
+  hak_out_str(&o, "\nMAPPED_LIBRARIES:\n");
+  hak_out_flush(&o);
+}
+
+HAK_EXPORT int hak_prof_dump(const char *path) {
+  hak_init();
+  if (!hak_prof_on) return ENOENT;
+  bool nested = in_prof;
+  in_prof = true;
+  prof_lock();
+  char name[4096];
+  if (!path) {
+    const char *pattern = hak_option_get_string(hak_option_prof_file);
+    if (!hak_path_expand(pattern ? pattern : "hakmem.%p.%n.heap", dumps, name, sizeof name)) {
+      prof_unlock();
+      in_prof = nested;
+      return ENAMETOOLONG;
+    }
+    path = name;
+    dumps++;
+  }
+  int fd = hak_os_open_write(path), err = fd < 0 ? EIO : 0;
+  if (fd >= 0) {
+    write_profile(fd);
+    hak_os_copy_file("/proc/self/maps", fd);
+    hak_os_close(fd);
+  }
+  prof_unlock();
+  in_prof = nested;
+  return err;
+}
+
+/* PROF_SIGNAL: write a profile now, or when the lock is let go if the
+ * signal came while this thread or another held it. */
+static void on_signal(int sig) {
+  if (in_prof || atomic_load(&lock)) {
+    atomic_store(&dump_pending, 1);
+    return;
+  }
+  hak_prof_dump(NULL);
+}
+
+/* ---- process */
+
+void hak_prof_init(void) {
+  hak_prof_on = hak_opt(hak_option_prof_sample) > 0;
+  int sig = (int)hak_opt(hak_option_prof_signal);
+  if (hak_prof_on && sig) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, NULL);
+  }
+}
+
+/* Where hakmem's own code lies, if it is a shared library of its own (a
+ * static link puts it in the program, whose frames are kept whole). */
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg) {
+  uintptr_t fn = (uintptr_t)arg;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || fn - lo >= ph->p_memsz) continue;
+    if (info->dlpi_name && info->dlpi_name[0]) {
+      self_lo = lo;
+      self_hi = lo + ph->p_memsz;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+/* From the constructor: glibc's backtrace loads the unwinder on its first
+ * call, which allocates; done here, before any sample needs it. */
+void hak_prof_ready(void) {
+  if (!hak_prof_on) return;
+  dl_iterate_phdr(find_self, (void *)(uintptr_t)hak_prof_dump);
+  void *frames[4];
+  in_prof = true;
+  backtrace(frames, 4);
+  in_prof = false;
+  ready = true;
+}
+
+void hak_prof_at_exit(void) {
+  if (hak_prof_on) hak_prof_dump(NULL);
+}
+
+/* fork: the child must not inherit the lock taken by a thread it lacks. */
+void hak_prof_fork_prepare(void) {
+  if (!hak_prof_on) return;
+  in_prof = true;
+  prof_lock();
+}
+
+void hak_prof_fork_parent(void) {
+  if (!hak_prof_on) return;
+  prof_unlock();
+  in_prof = false;
+}
+
+void hak_prof_fork_child(void) {
+  if (!hak_prof_on) return;
+  atomic_store(&lock, 0);
+  in_prof = false;
+}

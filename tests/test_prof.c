@@ -1,0 +1,221 @@
+/* Heap profiling by sampling (docs/profiling.md).
+ *
+ * The test runs itself again with HAKMEM_PROF_SAMPLE=4096 (run_self); the
+ * child allocates from two call sites in a 3:1 ratio of bytes (tiny, mid
+ * and large blocks alike) and from a third one whose blocks it frees, writes
+ * a profile with hak_prof_dump and reads it back as pprof does: each stack's
+ * counts scaled by 1 / (1 - exp(-mean size / sample)); hakmem writes a line
+ * per stack and size, so that the mean is exact. The two sites'
+ * estimated live bytes must match what they hold within 10%, the freed
+ * site must hold none, the profile must name the sample period and end with
+ * the process's mappings; PROF_SIGNAL and the exit write profiles too.
+ * Linked with -rdynamic so that dladdr names the sites. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <unistd.h>
+#include "check.h"
+
+#define SAMPLE 4096
+#define SITE_SIZES 6
+static const size_t sizes[SITE_SIZES] = {24, 100, 700, 3000, 20000, 200000};
+
+/* Allocate about `bytes` of blocks of every size (each size the same share),
+ * into out; returns the blocks' usable bytes and sets *n. */
+__attribute__((noinline)) size_t site_a(void **out, size_t bytes, size_t *n);
+__attribute__((noinline)) size_t site_b(void **out, size_t bytes, size_t *n);
+__attribute__((noinline)) size_t site_c(void **out, size_t bytes, size_t *n);
+
+static size_t fill(void **out, size_t bytes, size_t *n) {
+  size_t usable = 0;
+  *n = 0;
+  for (int k = 0; k < SITE_SIZES; k++)
+    for (size_t got = 0; got < bytes / SITE_SIZES; got += sizes[k]) {
+      void *p = out[(*n)++] = T_malloc(sizes[k]);
+      memset(p, 1, sizes[k]);
+      usable += sizes[k] > 128 * 1024 ? sizes[k] : T_usable_size(p);
+    }
+  return usable;
+}
+
+static volatile int calls;   /* keeps the sites' calls from becoming jumps */
+size_t site_a(void **out, size_t bytes, size_t *n) {
+  size_t u = fill(out, bytes, n);
+  calls++;
+  return u;
+}
+size_t site_b(void **out, size_t bytes, size_t *n) {
+  size_t u = fill(out, bytes, n);
+  calls++;
+  return u;
+}
+size_t site_c(void **out, size_t bytes, size_t *n) {
+  size_t u = fill(out, bytes, n);
+  calls++;
+  return u;
+}
+
+/* Which site a stack names: 'a', 'b', 'c', or 0. */
+static int site_of(const char *stack) {
+  const char *s = stack;
+  while (*s) {
+    char *end;
+    void *pc = (void *)strtoull(s, &end, 16);
+    if (end == s) break;
+    s = end;
+    Dl_info info;
+    if (dladdr(pc, &info) && info.dli_sname) {
+      if (!strcmp(info.dli_sname, "site_a")) return 'a';
+      if (!strcmp(info.dli_sname, "site_b")) return 'b';
+      if (!strcmp(info.dli_sname, "site_c")) return 'c';
+    }
+  }
+  return 0;
+}
+
+struct totals {
+  double live[3], total[3];
+  long live_raw[3];
+  int header_ok, maps_ok, lines;
+  int first_frame_in_hakmem;
+};
+
+/* pprof's scaling of one stack's counts (heap_v2 sampling). */
+static double scaled(long n, long bytes) {
+  if (!n) return 0;
+  double ratio = (double)bytes / n / SAMPLE;
+  return bytes / (1 - exp(-ratio));
+}
+
+static void read_profile(const char *path, struct totals *t) {
+  memset(t, 0, sizeof *t);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[8192];
+  if (fgets(line, sizeof line, f) && !strncmp(line, "heap profile: ", 14) && strstr(line, "@ heap_v2/4096"))
+    t->header_ok = 1;
+  while (fgets(line, sizeof line, f)) {
+    if (!strncmp(line, "MAPPED_LIBRARIES:", 17)) {
+      t->maps_ok = fgets(line, sizeof line, f) != NULL && strchr(line, '-') != NULL;
+      break;
+    }
+    long n1, s1, n2, s2;
+    int used = 0;
+    if (sscanf(line, " %ld: %ld [ %ld: %ld] @%n", &n1, &s1, &n2, &s2, &used) != 4 || !used) continue;
+    t->lines++;
+    void *first = (void *)strtoull(line + used, NULL, 16);
+    Dl_info info;
+    if (dladdr(first, &info) && info.dli_fname && strstr(info.dli_fname, "libhakmem")) t->first_frame_in_hakmem++;
+    int site = site_of(line + used);
+    if (!site) continue;
+    t->live[site - 'a'] += scaled(n1, s1);
+    t->total[site - 'a'] += scaled(n2, s2);
+    t->live_raw[site - 'a'] += n1;
+  }
+  fclose(f);
+}
+
+static int child(void) {
+  enum { MAX = 400000 };
+  static void *a[MAX], *b[MAX], *c[MAX];
+  size_t na, nb, nc;
+  size_t ua = site_a(a, 24 << 20, &na);
+  size_t ub = site_b(b, 8 << 20, &nb);
+  site_c(c, 8 << 20, &nc);
+  for (size_t i = 0; i < nc; i++) T_free(c[i]);
+
+  const char *dir = getenv("TEST_PROF_DIR");
+  char path[512];
+  snprintf(path, sizeof path, "%s/dump1.heap", dir);
+  CHECK(hak_prof_dump(path) == 0, "hak_prof_dump(%s) failed", path);
+  struct totals t;
+  read_profile(path, &t);
+  CHECK(t.header_ok, "the profile's first line is not a heap_v2/4096 heap profile header");
+  CHECK(t.maps_ok, "the profile does not end with the process's mappings");
+  CHECK(t.lines > 3, "the profile has %d stacks", t.lines);
+  double ratio = t.live[0] / t.live[1];
+  CHECK(ratio > 2.7 && ratio < 3.3, "site_a / site_b live bytes estimated %.3f (%.0f / %.0f), allocated 3:1", ratio,
+        t.live[0], t.live[1]);
+  CHECK(fabs(t.live[0] / ua - 1) < 0.1, "site_a live bytes estimated %.0f, holds %zu", t.live[0], ua);
+  CHECK(fabs(t.live[1] / ub - 1) < 0.1, "site_b live bytes estimated %.0f, holds %zu", t.live[1], ub);
+  CHECK(t.live_raw[2] == 0, "site_c freed everything, the profile still holds %ld of its samples", t.live_raw[2]);
+  CHECK(t.total[2] > 0.5 * (8 << 20), "site_c's allocations were not counted in the totals (%.0f)", t.total[2]);
+  if (getenv("TEST_PROF_DYNAMIC"))
+    CHECK(t.first_frame_in_hakmem == 0, "%d stacks start inside libhakmem", t.first_frame_in_hakmem);
+
+  /* a profile after freeing site_b: its bytes are gone */
+  for (size_t i = 0; i < nb; i++) T_free(b[i]);
+  snprintf(path, sizeof path, "%s/dump2.heap", dir);
+  CHECK(hak_prof_dump(path) == 0, "second dump");
+  read_profile(path, &t);
+  CHECK(t.live_raw[1] == 0 && t.live[0] > 0.9 * ua, "after site_b's frees: site_b %ld samples, site_a %.0f bytes",
+        t.live_raw[1], t.live[0]);
+
+  /* PROF_SIGNAL (SIGUSR2) writes PROF_FILE's first name */
+  raise(SIGUSR2);
+  snprintf(path, sizeof path, "%s/p.%d.0.heap", dir, (int)getpid());
+  read_profile(path, &t);
+  CHECK(t.header_ok && t.maps_ok, "no profile %s after SIGUSR2", path);
+  for (size_t i = 0; i < na; i++) T_free(a[i]);
+  printf("%d\n", (int)getpid());
+  return test_done("prof child");
+}
+
+/* Debian's google-pprof (package google-perftools) reads the first profile
+ * and finds the same 3:1 split; skipped where it is not installed. */
+static void pprof_check(const char *dir) {
+  if (system("command -v google-pprof >/dev/null 2>&1") != 0) {
+    printf("note: google-pprof not installed, its check skipped\n");
+    return;
+  }
+  char exe[512], cmd[1400], line[512];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return;
+  exe[n] = 0;
+  snprintf(cmd, sizeof cmd, "google-pprof --text %s %s/dump1.heap 2>/dev/null", exe, dir);
+  FILE *f = popen(cmd, "r");
+  double a = 0, b = 0, flat, flat_pct, sum_pct, cum;
+  char name[256];
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, " %lf %lf%% %lf%% %lf %*f%% %255s", &flat, &flat_pct, &sum_pct, &cum, name) == 5) {
+      if (!strcmp(name, "site_a")) a = cum;
+      if (!strcmp(name, "site_b")) b = cum;
+    }
+  if (f) pclose(f);
+  CHECK(b > 0 && a / b > 2.7 && a / b < 3.3, "google-pprof --text: site_a %.1f MB, site_b %.1f MB", a, b);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--child")) return child();
+
+  CHECK(hak_prof_dump("/dev/null") == ENOENT, "hak_prof_dump with profiling off");
+
+  char dir[] = "/tmp/hakmem-prof-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  char e_dir[600], e_file[600];
+  snprintf(e_dir, sizeof e_dir, "TEST_PROF_DIR=%s", dir);
+  snprintf(e_file, sizeof e_file, "HAKMEM_PROF_FILE=%s/p.%%p.%%n.heap", dir);
+  const char *dyn = strstr(argv[0], "dyn_") ? "TEST_PROF_DYNAMIC=1" : NULL;
+  const char *env[] = {"HAKMEM_PROF_SAMPLE=4096", "HAKMEM_PROF_SIGNAL=12", e_dir, e_file, dyn, NULL};
+  char out[4096], err[8192];
+  int status = run_self(env, out, sizeof out, err, sizeof err);
+  fputs(err, stderr);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the profiled child failed (status %d)", status);
+  long passed = 0, failed = 0;
+  const char *r = strstr(out, "RESULT prof child ");
+  CHECK(r && sscanf(r, "RESULT prof child %ld %ld", &passed, &failed) == 2, "no result from the child: %s", out);
+  check_passed += (int)passed;
+  check_failed += (int)failed;
+  /* the profile at exit: PROF_FILE's second name */
+  char path[700];
+  snprintf(path, sizeof path, "%s/p.%ld.1.heap", dir, atol(out));
+  struct totals t;
+  read_profile(path, &t);
+  CHECK(t.header_ok && t.maps_ok, "no profile %s at exit", path);
+  pprof_check(dir);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0, "%s", cmd);
+  return test_done("prof");
+}
