@@ -163,7 +163,7 @@ $(T)/%: tests/%.c tests/check.h $(HDRS) $(B)/libhakmem.a | $(T)
 $(T)/dyn_%: tests/%.c tests/check.h $(HDRS) $(B)/libhakmem.so | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread $(TEST_LIBS)
 # the heap profile's test names its call sites with dladdr
-PROF_TESTS := $(addprefix $(T)/,test_prof dyn_test_prof ubsan_test_prof)
+PROF_TESTS := $(addprefix $(T)/,test_prof dyn_test_prof ubsan_test_prof stat2_test_prof)
 $(PROF_TESTS): TEST_CFLAGS += -rdynamic
 $(PROF_TESTS): TEST_LIBS := -lm -ldl
 # UBSan build, override on
@@ -179,7 +179,7 @@ $(T)/secure_%: tests/%.c tests/check.h $(HDRS) $(B)/secure/libhakmem-secure.a | 
 	$(CC) $(TEST_CFLAGS) -DHAK_SECURE=1 -o $@ $< $(B)/secure/libhakmem-secure.a -lpthread
 # statistics level 2 (every allocation and free counted)
 $(T)/stat2_%: tests/%.c tests/check.h $(HDRS) $(B)/stat2/libhakmem.a | $(T)
-	$(CC) $(TEST_CFLAGS) -DHAK_STAT=2 -o $@ $< $(B)/stat2/libhakmem.a -lpthread
+	$(CC) $(TEST_CFLAGS) -DHAK_STAT=2 -o $@ $< $(B)/stat2/libhakmem.a -lpthread $(TEST_LIBS)
 # the fuzzer: against hakmem (static, override on), and against glibc for the
 # planted-bug shim that shows it can fail (tests/fuzz_plant.sh)
 $(T)/fuzz: tests/fuzz.c tests/check.h $(HDRS) $(B)/libhakmem.a | $(T)
@@ -216,7 +216,7 @@ TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
              $(addprefix $(T)/dyn_,test_api test_stress test_prof) \
              $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
              $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn test_large_race test_release) \
-             $(T)/stat2_test_stats $(T)/fuzz $(T)/fuzz_glibc $(T)/fuzz_shim.so \
+             $(T)/stat2_test_stats $(T)/stat2_test_prof $(T)/fuzz $(T)/fuzz_glibc $(T)/fuzz_shim.so \
              $(addprefix $(T)/secure_,$(SECURE_TESTS) fuzz) $(B)/secure/libhakmem-secure.so \
              $(T)/checker_asan $(T)/checker_asan_glibc \
              $(if $(wildcard /usr/include/valgrind/memcheck.h),$(T)/checker_valgrind $(T)/checker_plain $(T)/checker_glibc \

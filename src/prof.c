@@ -15,21 +15,19 @@
  * A sampled block comes from the profiler's own heap, which no thread owns:
  * its free takes the remote-free path, which hands it back here, and the
  * profile forgets it. Sampled large blocks carry a flag in their header. The
- * stack of each sampled allocation (glibc's backtrace, with allocations
- * made inside it served unsampled) is kept once per distinct stack with its
+ * stack of each sampled allocation (stack.c; allocations made while it is
+ * taken are served unsampled) is kept once per distinct stack and size with its
  * live and total counts and bytes; hak_prof_dump, the signal PROF_SIGNAL and
  * the exit write them in the heap-profile format that pprof (Debian's
  * google-pprof) and jeprof read. Off (PROF_SAMPLE=0 at start-up), all of
  * this costs one test of hak_prof_on on malloc's slow path and the large
  * paths. */
 #include <errno.h>
-#include <execinfo.h>
-#include <link.h>
 #include <signal.h>
 
 #include "internal.h"
 
-#define MAX_FRAMES   64
+#define MAX_FRAMES   HAK_STACK_MAX
 #define STACK_HEADS  16384            /* hash chains of distinct stacks */
 #define CHUNK_BYTES  ((size_t)256 << 10)
 
@@ -64,8 +62,7 @@ static uint64_t dumps;                           /* sequence number of the next 
 static _Atomic int dump_pending;                 /* the signal came while the lock was taken */
 
 static __thread bool in_prof;                    /* allocations now are the profiler's own */
-static bool ready;                               /* the constructor has run: backtrace may load */
-static uintptr_t self_lo, self_hi;               /* hakmem's code, when it is a library of its own */
+static bool ready;                               /* the constructor has run: stacks may be taken */
 
 /* ---- the lock (a futex mutex: samples are rare, but two threads may meet) */
 
@@ -117,19 +114,13 @@ static uint32_t draw_left(hak_heap_t *h, unsigned cls) {
   return k >= (double)UINT32_MAX - 1 ? UINT32_MAX : (uint32_t)k + 1;
 }
 
-/* The calling thread's stack into frames (without hakmem's own frames when
- * it can tell them: when it is a library of its own); the number kept. */
+/* The calling thread's stack into frames, at least one (an unknown one
+ * while stacks cannot be taken yet); the number kept. */
 static uint32_t capture(void **frames) {
-  void *raw[MAX_FRAMES];
-  int n = ready ? backtrace(raw, MAX_FRAMES) : 0;
-  int first = 0;
-  while (first < n && (uintptr_t)raw[first] - self_lo < self_hi - self_lo) first++;
-  if (first == n) {   /* no frame to tell: one unknown frame */
-    frames[0] = NULL;
-    return 1;
-  }
-  memcpy(frames, raw + first, (size_t)(n - first) * sizeof(void *));
-  return (uint32_t)(n - first);
+  uint32_t n = ready ? hak_stack_capture(frames, MAX_FRAMES) : 0;
+  if (n) return n;
+  frames[0] = NULL;
+  return 1;
 }
 
 static uint64_t stack_hash(void *const *frames, uint32_t depth, uint64_t size) {
@@ -251,14 +242,23 @@ void *hak_prof_malloc_class(unsigned cls, size_t size) {
   void *p = hak_heap_pop(h, cls, size);
   if (!p) return NULL;
   /* hand the counted cache what the class may allocate before its next
-   * sample, up to what the class's cache holds */
+   * sample, up to what the class's cache holds: all of it by swapping the
+   * two stacks (they have the same room), which copies nothing */
   hak_ucache_t *from = &h->cache[cls], *to = &h->counted[cls];
-  uint32_t n = h->prof_left[cls] - 1, have = hak_cache_count(from), room = (uint32_t)(to->end - to->top);
-  n = n < have ? n : have;
-  n = n < room ? n : room;
-  from->top -= n;
-  memcpy(to->top, from->top, n * sizeof(void *));
-  to->top += n;
+  uint32_t n = h->prof_left[cls] - 1, have = hak_cache_count(from);
+  if (to->top == to->items && n >= have) {
+    hak_ucache_t t = *from;
+    *from = *to;
+    *to = t;
+    n = have;
+  } else {
+    uint32_t room = (uint32_t)(to->end - to->top);
+    n = n < have ? n : have;
+    n = n < room ? n : room;
+    from->top -= n;
+    memcpy(to->top, from->top, n * sizeof(void *));
+    to->top += n;
+  }
   h->prof_left[cls] -= n;
   return p;
 }
@@ -287,8 +287,14 @@ void hak_prof_free(void *p) {
   hak_heap_t *h = hak_prof_heap;
   hak_slab_t *s = hak_unit_of(hak_ss_of(p), (uintptr_t)p);
   hak_ucache_t *c = &h->cache[s->cls];
-  if (c->top == c->end) hak_free_flush(h, s->cls, p);
-  else *c->top++ = p;
+  if (c->top == c->end) {
+    hak_free_flush(h, s->cls, p);
+  } else {
+    *c->top++ = p;
+#if HAK_STAT >= 2
+    c->frees++;   /* as free's fast path counts (hak_free_flush counts its own) */
+#endif
+  }
   prof_unlock();
   in_prof = false;
 }
@@ -426,31 +432,12 @@ void hak_prof_init(void) {
   }
 }
 
-/* Where hakmem's own code lies, if it is a shared library of its own (a
- * static link puts it in the program, whose frames are kept whole). */
-static int find_self(struct dl_phdr_info *info, size_t size, void *arg) {
-  uintptr_t fn = (uintptr_t)arg;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || fn - lo >= ph->p_memsz) continue;
-    if (info->dlpi_name && info->dlpi_name[0]) {
-      self_lo = lo;
-      self_hi = lo + ph->p_memsz;
-    }
-    return 1;
-  }
-  return 0;
-}
-
-/* From the constructor: glibc's backtrace loads the unwinder on its first
- * call, which allocates; done here, before any sample needs it. */
+/* From the constructor: the unwinder's first call may load what it needs,
+ * which allocates; done here, before any sample needs it. */
 void hak_prof_ready(void) {
   if (!hak_prof_on) return;
-  dl_iterate_phdr(find_self, (void *)(uintptr_t)hak_prof_dump);
-  void *frames[4];
   in_prof = true;
-  backtrace(frames, 4);
+  hak_stack_init();
   in_prof = false;
   ready = true;
 }

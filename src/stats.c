@@ -58,7 +58,7 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
       const hak_class_counters_t *k = &h->counters[c];
 #if HAK_STAT >= 2
       cs->allocs += h->cache[c].allocs + h->counted[c].allocs;
-      cs->frees += h->cache[c].frees + k->remote_received;
+      cs->frees += h->cache[c].frees + h->counted[c].frees + k->remote_received;   /* profiling swaps the two */
 #endif
       cs->live += k->used_blocks - hak_cache_count(&h->cache[c]) - hak_cache_count(&h->counted[c]);
       cs->cache_misses += k->refills;

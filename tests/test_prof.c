@@ -158,6 +158,13 @@ static int child(void) {
   read_profile(path, &t);
   CHECK(t.header_ok && t.maps_ok, "no profile %s after SIGUSR2", path);
   for (size_t i = 0; i < na; i++) T_free(a[i]);
+#if HAK_STAT >= 2
+  /* the statistics count sampled blocks like any other */
+  struct hak_stats st;
+  hak_stats_get(&st);
+  CHECK(st.counted && st.balanced, "allocations %llu != frees %llu + live %llu", (unsigned long long)st.allocs,
+        (unsigned long long)st.frees, (unsigned long long)st.live);
+#endif
   printf("%d\n", (int)getpid());
   return test_done("prof child");
 }

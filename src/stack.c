@@ -1,0 +1,161 @@
+/* Call stacks for the heap profile (prof.c), cheap enough to take on every
+ * sampled allocation.
+ *
+ * The DWARF unwinder (libgcc's _Unwind_Backtrace, what glibc's backtrace
+ * calls) reads the call-frame information of every frame: microseconds a
+ * stack, most of a sample's cost. On x86-64 hakmem learns from it, per
+ * return address, how far the canonical frame address (CFA) of the
+ * function it returns into lies above that function's stack pointer, which
+ * at a given call site is a constant of the function's code; it then walks
+ * the frames it knows with one table look-up and one load each: the
+ * caller's return address is the word below the CFA, and the CFA is the
+ * caller's stack pointer. Every load is checked to lie inside the thread's
+ * stack. The first return address the table does not know (a new call
+ * site, a signal frame, a frame whose size changes with alloca) sends the
+ * whole stack to the DWARF unwinder again, which teaches the table its
+ * frames; a frame where the DWARF walk ended is marked as the stack's end. */
+#include <link.h>
+#include <pthread.h>
+#include <unwind.h>
+
+#include "internal.h"
+
+#define CFA_SLOTS  8192      /* remembered return addresses (64 KiB) */
+#define CFA_PROBES 16
+#define CFA_END    0         /* the code of a stack's outermost frame */
+
+/* ip << 16 | (CFA - stack pointer) / 8, or ip << 16 | CFA_END; 0: empty. */
+static _Atomic uint64_t cfa_table[CFA_SLOTS];
+static uintptr_t self_lo, self_hi;               /* hakmem's code, when it is a library of its own */
+static __thread uintptr_t stack_top;             /* of the calling thread, 0: not known yet */
+
+static size_t cfa_slot(uintptr_t ip) { return (size_t)(ip * 0x9e3779b97f4a7c15ull >> 40) & (CFA_SLOTS - 1); }
+
+/* The code remembered for ip; false if none. */
+static bool cfa_find(uintptr_t ip, unsigned *code) {
+  for (size_t i = 0, j = cfa_slot(ip); i < CFA_PROBES; i++, j = (j + 1) & (CFA_SLOTS - 1)) {
+    uint64_t e = atomic_load_explicit(&cfa_table[j], memory_order_relaxed);
+    if (!e) return false;
+    if (e >> 16 == ip) {
+      *code = (unsigned)(e & 0xffff);
+      return true;
+    }
+  }
+  return false;
+}
+
+static void cfa_learn(uintptr_t ip, unsigned code) {
+  if (ip >> 47 || !ip) return;
+  uint64_t want = (uint64_t)ip << 16 | code;
+  for (size_t i = 0, j = cfa_slot(ip); i < CFA_PROBES; i++, j = (j + 1) & (CFA_SLOTS - 1)) {
+    uint64_t e = atomic_load_explicit(&cfa_table[j], memory_order_relaxed);
+    if (e >> 16 == ip) {
+      if (e != want) atomic_store_explicit(&cfa_table[j], want, memory_order_relaxed);
+      return;
+    }
+    if (!e && atomic_compare_exchange_strong(&cfa_table[j], &e, want)) return;
+  }
+}
+
+/* ---- the DWARF walk */
+
+/* libgcc calls walk_frame for each frame with its return address (into
+ * the frame's function F) and the stack pointer of F (the CFA of the frame
+ * F called); F's distance is the next frame's stack pointer less this one. */
+typedef struct walk_s {
+  void **out;
+  uint32_t n, max;
+  uintptr_t ip, sp;     /* of the frame before, ip 0: not one to learn */
+  bool first;
+  bool ended;           /* the walk reached the outermost frame */
+} walk_t;
+
+static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg) {
+  walk_t *w = arg;
+  int signal = 0;
+  uintptr_t ip = _Unwind_GetIPInfo(ctx, &signal);
+  uintptr_t sp = _Unwind_GetCFA(ctx);
+  if (w->first) {   /* stack_walk itself */
+    w->first = false;
+    w->sp = sp;
+    return _URC_NO_REASON;
+  }
+  if (!ip) {   /* past the outermost frame */
+    w->ended = true;
+    return _URC_NORMAL_STOP;
+  }
+  uintptr_t d = sp - w->sp;
+  if (HAK_STACK_FAST && w->ip && !signal && sp > w->sp && d % 8 == 0 && d / 8 < 0x10000) cfa_learn(w->ip, (unsigned)(d / 8));
+  if (w->n == w->max) return _URC_NORMAL_STOP;   /* not the end: the stack goes on */
+  w->out[w->n++] = (void *)ip;
+  w->ip = signal ? 0 : ip;   /* a signal frame's distance means nothing */
+  w->sp = sp;
+  return _URC_NO_REASON;
+}
+
+/* ---- the walk */
+
+/* The return addresses of the calling thread's stack into out (at most
+ * max), innermost first, starting with the one into stack_walk's caller. */
+static HAK_NOINLINE uint32_t stack_walk(void **out, uint32_t max) {
+#if HAK_STACK_FAST
+  uintptr_t cfa = (uintptr_t)__builtin_frame_address(0) + 16;   /* rbp is pushed below the return address */
+  uintptr_t ip = *(uintptr_t *)(cfa - 8);
+  uint32_t n = 0;
+  unsigned code;
+  while (stack_top && n < max && cfa_find(ip, &code)) {
+    out[n++] = (void *)ip;
+    if (code == CFA_END) return n;
+    uintptr_t next = cfa + (uintptr_t)code * 8;
+    if (next > stack_top) break;
+    ip = *(uintptr_t *)(next - 8);
+    cfa = next;
+  }
+  if (n == max) return n;
+#endif
+  walk_t w = {out, 0, max, 0, 0, true, false};
+  if ((_Unwind_Backtrace(walk_frame, &w) == _URC_END_OF_STACK || w.ended) && w.n && HAK_STACK_FAST)
+    cfa_learn((uintptr_t)out[w.n - 1], CFA_END);
+  return w.n;
+}
+
+uint32_t hak_stack_capture(void **frames, uint32_t max) {
+  if (HAK_STACK_FAST && !stack_top) {   /* once per thread (it may allocate: a profiler's allocation) */
+    pthread_attr_t attr;
+    void *lo;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      if (pthread_attr_getstack(&attr, &lo, &size) == 0) stack_top = (uintptr_t)lo + size;
+      pthread_attr_destroy(&attr);
+    }
+  }
+  void *raw[HAK_STACK_MAX + 8];
+  uint32_t n = stack_walk(raw, HAK_STACK_MAX + 8), first = 0;
+  while (first < n && (uintptr_t)raw[first] - self_lo < self_hi - self_lo) first++;
+  uint32_t k = n - first < max ? n - first : max;
+  memcpy(frames, raw + first, k * sizeof(void *));
+  return k;
+}
+
+/* Where hakmem's own code lies, if it is a shared library of its own (a
+ * static link puts it in the program, whose frames are all kept). */
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg) {
+  uintptr_t fn = (uintptr_t)arg;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || fn - lo >= ph->p_memsz) continue;
+    if (info->dlpi_name && info->dlpi_name[0]) {
+      self_lo = lo;
+      self_hi = lo + ph->p_memsz;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+void hak_stack_init(void) {
+  dl_iterate_phdr(find_self, (void *)(uintptr_t)hak_stack_capture);
+  void *frames[4];
+  hak_stack_capture(frames, 4);   /* the unwinder's first call may allocate */
+}
