@@ -35,7 +35,7 @@ bool hak_prof_on;
 hak_heap_t *hak_prof_heap;
 
 /* The samples of one size from one stack: pprof scales each line of the
- * profile by its mean size, which is then exact. */
+ * profile by its mean size, which is then exact (size_key). */
 typedef struct prof_stack_s {
   struct prof_stack_s *chain, *next;   /* hash chain; list of all, oldest last */
   uint64_t hash, size;
@@ -180,9 +180,21 @@ static bool blocks_room(void) {
   return true;
 }
 
+/* The size a line of the profile stands for: a class's size, or for large
+ * blocks their size rounded up to 8 steps per doubling (a line per
+ * distinct large size would grow without bound; pprof scales a line by its
+ * mean size, within 12.5% of each block's, where the chance to be sampled
+ * is near 1 anyway). */
+static uint64_t size_key(uint64_t bytes) {
+  if (bytes <= HAK_MID_MAX) return bytes;
+  unsigned b = 63u - (unsigned)__builtin_clzll(bytes - 1);
+  uint64_t step = (uint64_t)1 << (b - 3u);
+  return (bytes + step - 1) & ~(step - 1);
+}
+
 /* Record block p, of `bytes` bytes, allocated from the stack frames. */
 static void record(const void *p, uint64_t bytes, void *const *frames, uint32_t depth) {
-  prof_stack_t *s = stack_find(frames, depth, bytes);
+  prof_stack_t *s = stack_find(frames, depth, size_key(bytes));
   if (!s || !blocks_room()) return;
   size_t j = block_slot((uintptr_t)p);
   while (blocks[j].addr) j = (j + 1) & (blocks_cap - 1);

@@ -10,7 +10,8 @@
  * the frames it knows with one table look-up and one load each: the
  * caller's return address is the word below the CFA, and the CFA is the
  * caller's stack pointer. Every load is checked to lie inside the thread's
- * stack. The first return address the table does not know (a new call
+ * stack, and the walk is made only on it (not on a signal stack or a
+ * coroutine's). The first return address the table does not know (a new call
  * site, a signal frame, a frame whose size changes with alloca) sends the
  * whole stack to the DWARF unwinder again, which teaches the table its
  * frames; a frame where the DWARF walk ended is marked as the stack's end. */
@@ -27,7 +28,7 @@
 /* ip << 16 | (CFA - stack pointer) / 8, or ip << 16 | CFA_END; 0: empty. */
 static _Atomic uint64_t cfa_table[CFA_SLOTS];
 static uintptr_t self_lo, self_hi;               /* hakmem's code, when it is a library of its own */
-static __thread uintptr_t stack_top;             /* of the calling thread, 0: not known yet */
+static __thread uintptr_t stack_lo, stack_top;   /* the calling thread's stack, 0: not known yet */
 
 static size_t cfa_slot(uintptr_t ip) { return (size_t)(ip * 0x9e3779b97f4a7c15ull >> 40) & (CFA_SLOTS - 1); }
 
@@ -103,7 +104,10 @@ static HAK_NOINLINE uint32_t stack_walk(void **out, uint32_t max) {
   uintptr_t ip = *(uintptr_t *)(cfa - 8);
   uint32_t n = 0;
   unsigned code;
-  while (stack_top && n < max && cfa_find(ip, &code)) {
+  /* only on the thread's own stack (not a signal stack or a coroutine's),
+   * where every address from here to its top is mapped */
+  bool own = cfa - stack_lo < stack_top - stack_lo;
+  while (own && n < max && cfa_find(ip, &code)) {
     out[n++] = (void *)ip;
     if (code == CFA_END) return n;
     uintptr_t next = cfa + (uintptr_t)code * 8;
@@ -125,7 +129,10 @@ uint32_t hak_stack_capture(void **frames, uint32_t max) {
     void *lo;
     size_t size;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-      if (pthread_attr_getstack(&attr, &lo, &size) == 0) stack_top = (uintptr_t)lo + size;
+      if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+        stack_lo = (uintptr_t)lo;
+        stack_top = (uintptr_t)lo + size;
+      }
       pthread_attr_destroy(&attr);
     }
   }

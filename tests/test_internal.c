@@ -1,7 +1,9 @@
 /* Unit tests of hakmem's internals: size classes, the block check,
  * the registry, remote frees, slab and SuperSlab release, the large path and
  * heap adoption. Linked against the static library with the override on. */
+#include <execinfo.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -457,6 +459,58 @@ static void test_class_affinity(void) {
   hak_option_set(hak_option_purge_delay_ms, delay);
 }
 
+/* ---- call stacks (stack.c): the cached walk gives what glibc's backtrace
+ * (the DWARF unwinder) gives, after the first frames (the two are called
+ * from different lines, and ours starts in hak_stack_capture), in plain calls, in functions whose frame size
+ * changes (alloca), and in a signal handler on the thread's stack and on
+ * a signal stack; each stack is taken three times, so the later ones come
+ * from the cache. */
+static int stack_mismatches, stack_checks;
+
+static __attribute__((noinline)) void compare_stacks(void) {
+  void *ours[HAK_STACK_MAX], *theirs[HAK_STACK_MAX];
+  for (int round = 0; round < 3; round++) {
+    uint32_t n = hak_stack_capture(ours, HAK_STACK_MAX);   /* linked statically: from hak_stack_capture on */
+    int m = backtrace(theirs, HAK_STACK_MAX);               /* from compare_stacks on */
+    stack_checks++;
+    bool same = m >= 2 && (int)n == m + 1;
+    for (int i = 1; same && i < m; i++) same = ours[i + 1] == theirs[i];
+    stack_mismatches += !same;
+  }
+}
+
+static __attribute__((noinline)) void with_alloca(size_t n) {
+  volatile char *buf = __builtin_alloca(n);
+  buf[0] = 1;
+  compare_stacks();
+  buf[n - 1] = 2;
+}
+
+static __attribute__((noinline)) void nested(int depth) {
+  if (depth) nested(depth - 1);
+  else compare_stacks();
+  escape(&depth);
+}
+
+static void on_signal(int sig) { nested(3); }
+
+static void test_stacks(void) {
+  hak_stack_init();
+  nested(5);
+  nested(12);
+  for (size_t n = 16; n <= 65536; n *= 4) with_alloca(n);
+  signal(SIGUSR1, on_signal);
+  raise(SIGUSR1);
+  static char alt[65536];
+  stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt};
+  sigaltstack(&ss, NULL);
+  struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_ONSTACK};
+  sigaction(SIGUSR1, &sa, NULL);
+  raise(SIGUSR1);
+  signal(SIGUSR1, SIG_DFL);
+  CHECK(stack_mismatches == 0, "%d of %d stacks differ from backtrace's", stack_mismatches, stack_checks);
+}
+
 int main(void) {
   void *first = malloc(1);
   escape(first);
@@ -478,5 +532,6 @@ int main(void) {
   test_bigcache_fit();
   test_heap_adoption();
   test_class_affinity();
+  test_stacks();
   return test_done("internal");
 }
