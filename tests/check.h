@@ -183,4 +183,23 @@ void free_aligned_sized(void *p, size_t alignment, size_t size);
 #define T_trim() malloc_trim(0)
 #endif
 
+#ifdef HAK_INTERNAL_H
+/* Blocks on their slabs' free lists (tests of internals, which include
+ * internal.h first): n blocks of size bytes allocated after *keep (kept
+ * live, so that its slab stays), freed, and the caches trimmed back to the
+ * slabs; the ones in keep's SuperSlab are moved to the front of p, and
+ * their number returned. */
+static inline int freed_to_slab_lists(void **keep, void **p, int n, size_t size) {
+  *keep = T_malloc(size);
+  for (int i = 0; i < n; i++) p[i] = T_malloc(size);
+  for (int i = 0; i < n; i++) T_free(p[i]);
+  T_trim();
+  uintptr_t ss = (uintptr_t)*keep & ~(uintptr_t)HAK_SS_MASK;
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (((uintptr_t)p[i] & ~(uintptr_t)HAK_SS_MASK) == ss) p[k++] = p[i];
+  return k;
+}
+#endif
+
 #endif

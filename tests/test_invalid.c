@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "check.h"
 #include "internal.h"
+#include "check.h"
 
 #define INVALID_FREE "hakmem: free(): invalid pointer "
 #define INVALID_REALLOC "hakmem: realloc(): invalid pointer "
@@ -247,19 +247,11 @@ static void overflow_into_free(void) {
  * a live block of the same slab: the plausible pointer a use after free
  * would plant to get that block handed out twice. */
 static void uaf_write_list_link(void) {
-  enum { N = 300 };
-  void *keep = T_malloc(80), *p[N];
-  for (int i = 0; i < N; i++) p[i] = T_malloc(80);
-  for (int i = 0; i < N; i++) T_free(p[i]);
-  T_trim();   /* the cache goes back to the slabs' free lists */
-  uintptr_t ss = (uintptr_t)keep & ~(uintptr_t)HAK_SS_MASK;
-  for (int i = 0; i < N; i++)
-    if (((uintptr_t)p[i] & ~(uintptr_t)HAK_SS_MASK) == ss) {
-      report(p[i]);
-      *(void *volatile *)opaque(p[i]) = keep;
-      break;
-    }
-  for (int i = 0; i < N; i++) opaque(T_malloc(80));
+  void *keep, *p[300];
+  if (!freed_to_slab_lists(&keep, p, 300, 80)) _exit(6);
+  report(p[0]);
+  *(void *volatile *)opaque(p[0]) = keep;
+  for (int i = 0; i < 300; i++) opaque(T_malloc(80));
   _exit(6);
 }
 

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "check.h"
 #include "internal.h"
+#include "check.h"
 
 #if !HAK_SECURE
 #error "test_secure is built against the secure library only"
@@ -158,16 +158,10 @@ static void test_superslab_placement(void) {
 
 /* Freed blocks on a slab's free list hold no address of their slab. */
 static void test_encoded_links(void) {
-  enum { N = 300 };
-  void *keep = T_malloc(80), *p[N];
-  for (int i = 0; i < N; i++) p[i] = T_malloc(80);
-  for (int i = 0; i < N; i++) T_free(p[i]);
-  T_trim();   /* the caches go back to the slabs' free lists */
+  void *keep, *p[300];
+  int listed = freed_to_slab_lists(&keep, p, 300, 80), raw = 0;
   uintptr_t ss = (uintptr_t)keep & ~(uintptr_t)HAK_SS_MASK;
-  int raw = 0, listed = 0;
-  for (int i = 0; i < N; i++) {
-    if (((uintptr_t)p[i] & ~(uintptr_t)HAK_SS_MASK) != ss) continue;
-    listed++;
+  for (int i = 0; i < listed; i++) {
     uintptr_t w = *(volatile uintptr_t *)opaque(p[i]);
     raw += w - ss < HAK_SS_SIZE || w == 0;
   }
