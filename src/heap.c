@@ -94,16 +94,16 @@ void hak_heap_collect_all(hak_heap_t *h) {
 
 /* ---- lifecycle */
 
-/* A new heap, in the global list. While heap profiling is on, its counted
- * caches (as large as its caches) get room too, and its size tables point
- * to them (prof.c). */
+/* A new heap, in the global list: the heap, its caches' items, and while
+ * heap profiling is on, its profiling state and its counted caches' items
+ * (prof.c). */
 hak_heap_t *hak_heap_new(void) {
   uint32_t caps[HAK_CLASSES];
   size_t items = 0;
   for (unsigned c = 0; c < HAK_CLASSES; c++) items += caps[c] = hak_class_cache_cap(c);
   size_t page = hak_os_page_size();
-  size_t size = (sizeof(hak_heap_t) + (hak_prof_on ? 2 : 1) * items * sizeof(void *) + page - 1) & ~(page - 1);
-  hak_heap_t *h = hak_os_map(size);
+  size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) + 2 * items * sizeof(void *) : items * sizeof(void *));
+  hak_heap_t *h = hak_os_map((bytes + page - 1) & ~(page - 1));
   if (!h) return NULL;
 #if HAK_SECURE
   h->random = hak_os_random();
@@ -111,8 +111,11 @@ hak_heap_t *hak_heap_new(void) {
   memcpy(h->cache_of_small, hak_cache_of_small, sizeof h->cache_of_small);
   memcpy(h->cache_of_mid, hak_cache_of_mid, sizeof h->cache_of_mid);
   void **it = (void **)(h + 1);
-  if (hak_prof_on) hak_prof_heap_init(h, it + items);
+  if (hak_prof_on) it = (void **)((h->prof = (hak_prof_state_t *)it) + 1);   /* near: 16-bit offsets */
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
+#if HAK_STAT >= 2
+    h->cache[c].cls = c;
+#endif
     h->cache[c].top = h->cache[c].items = it;
     h->cache[c].end = it + caps[c];
     hak_remote_batch_t *b = &h->outgoing[c];
@@ -121,6 +124,7 @@ hak_heap_t *hak_heap_new(void) {
     b->room = !hak_batch_counted(c) ? 0 : words - 3 < b->limit - 1 ? words - 3 : b->limit - 1;
     it += caps[c];
   }
+  if (hak_prof_on) hak_prof_heap_init(h, it);
   hak_heap_t *old = atomic_load(&heaps);
   do {
     h->next_heap = old;

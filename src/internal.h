@@ -235,7 +235,7 @@ extern hak_heap_t *hak_prof_heap;     /* the sampled blocks' heap, which no thre
 void  hak_prof_init(void);            /* from init, after the options */
 void  hak_prof_ready(void);           /* from the constructor */
 void  hak_prof_at_exit(void);
-void  hak_prof_heap_init(hak_heap_t *h, void **items);   /* its counted caches' room */
+void  hak_prof_heap_init(hak_heap_t *h, void **items);   /* h->prof, and room for its counted caches */
 void  hak_prof_heap_release(hak_heap_t *h);
 void *hak_prof_malloc_class(unsigned cls, size_t size);  /* hak_malloc_class while profiling */
 void  hak_prof_large(hak_large_t *hdr, size_t size);     /* a large allocation, while profiling */
@@ -382,7 +382,7 @@ HAK_INLINE void *hak_malloc_fast(size_t size) {
   if (HAK_UNLIKELY(top == c->items)) return hak_malloc_slow(size);
 #if HAK_STAT >= 2
   c->allocs++;
-  h->counters[(c - h->cache) % HAK_CLASSES].requested += size;   /* a counted cache is HAK_CLASSES on */
+  h->counters[c->cls].requested += size;
 #endif
   void **p = top[-1];
   c->top = top - 1;

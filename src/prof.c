@@ -105,7 +105,7 @@ static double neg_log(uint64_t r) {
  * while it is 0). */
 static double draw_bytes(hak_heap_t *h) {
   long mean = hak_opt(hak_option_prof_sample);
-  return mean > 0 ? (double)mean * neg_log(hak_random(&h->prof_random)) : 1e300;
+  return mean > 0 ? (double)mean * neg_log(hak_random(&h->prof->random)) : 1e300;
 }
 
 /* Allocations of class cls until its next sample, that one included. */
@@ -245,9 +245,9 @@ static void *sample_small(unsigned cls, size_t size) {
 void *hak_prof_malloc_class(unsigned cls, size_t size) {
   hak_heap_t *h = hak_heap_get();
   if (!h || in_prof) return hak_malloc_class(cls, size);
-  if (!h->prof_left[cls]) h->prof_left[cls] = draw_left(h, cls);
-  if (--h->prof_left[cls] == 0) {
-    h->prof_left[cls] = draw_left(h, cls);
+  if (!h->prof->left[cls]) h->prof->left[cls] = draw_left(h, cls);
+  if (--h->prof->left[cls] == 0) {
+    h->prof->left[cls] = draw_left(h, cls);
     void *p = sample_small(cls, size);
     if (p) return p;
   }
@@ -256,8 +256,8 @@ void *hak_prof_malloc_class(unsigned cls, size_t size) {
   /* hand the counted cache what the class may allocate before its next
    * sample, up to what the class's cache holds: all of it by swapping the
    * two stacks (they have the same room), which copies nothing */
-  hak_ucache_t *from = &h->cache[cls], *to = &h->counted[cls];
-  uint32_t n = h->prof_left[cls] - 1, have = hak_cache_count(from);
+  hak_ucache_t *from = &h->cache[cls], *to = &h->prof->counted[cls];
+  uint32_t n = h->prof->left[cls] - 1, have = hak_cache_count(from);
   if (to->top == to->items && n >= have) {
     hak_ucache_t t = *from;
     *from = *to;
@@ -271,17 +271,17 @@ void *hak_prof_malloc_class(unsigned cls, size_t size) {
     memcpy(to->top, from->top, n * sizeof(void *));
     to->top += n;
   }
-  h->prof_left[cls] -= n;
+  h->prof->left[cls] -= n;
   return p;
 }
 
 void hak_prof_large(hak_large_t *hdr, size_t size) {
   hak_heap_t *h = hak_tls_heap;
   if (h == &hak_heap_empty || in_prof) return;
-  if (!h->prof_large_left) h->prof_large_left = (int64_t)draw_bytes(h) + 1;
-  if ((h->prof_large_left -= (int64_t)size) > 0) return;
+  if (!h->prof->large_left) h->prof->large_left = (int64_t)draw_bytes(h) + 1;
+  if ((h->prof->large_left -= (int64_t)size) > 0) return;
   double next = draw_bytes(h);
-  h->prof_large_left = next > (double)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)next + 1;
+  h->prof->large_left = next > (double)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)next + 1;
   void *frames[MAX_FRAMES];
   in_prof = true;
   uint32_t depth = capture(frames);
@@ -322,29 +322,33 @@ void hak_prof_forget(const void *p) {
 /* ---- heaps */
 
 void hak_prof_heap_init(hak_heap_t *h, void **items) {
+  hak_prof_state_t *st = h->prof;
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     uint32_t cap = hak_class_cache_cap(c);
-    h->counted[c].top = h->counted[c].items = items;
-    h->counted[c].end = items + cap;
+#if HAK_STAT >= 2
+    st->counted[c].cls = c;
+#endif
+    st->counted[c].top = st->counted[c].items = items;
+    st->counted[c].end = items + cap;
     items += cap;
   }
-  const size_t from = offsetof(hak_heap_t, cache), to = offsetof(hak_heap_t, counted);
+  const size_t from = offsetof(hak_heap_t, cache), to = (size_t)((char *)st->counted - (char *)h);
   for (size_t i = 0; i < sizeof h->cache_of_small / sizeof *h->cache_of_small; i++)
     h->cache_of_small[i] = (uint16_t)(h->cache_of_small[i] - from + to);
   for (size_t i = 0; i < sizeof h->cache_of_mid / sizeof *h->cache_of_mid; i++)
     h->cache_of_mid[i] = (uint16_t)(h->cache_of_mid[i] - from + to);
-  h->prof_random = hak_os_random();
+  st->random = hak_os_random();
 }
 
 /* The counted caches' blocks go back to their slabs, and the counts they
  * stood for are given back. */
 void hak_prof_heap_release(hak_heap_t *h) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    hak_ucache_t *k = &h->counted[c];
+    hak_ucache_t *k = &h->prof->counted[c];
     uint32_t n = hak_cache_count(k);
     for (uint32_t i = 0; i < n; i++) hak_slab_put_local(h, k->items[i]);
     k->top = k->items;
-    h->prof_left[c] += n;
+    h->prof->left[c] += n;
   }
 }
 

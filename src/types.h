@@ -177,7 +177,7 @@ _Static_assert(offsetof(hak_superslab_t, slabs) == 64, "descriptors start on a c
 /* Unified cache of one class: a stack of free blocks items[0] .. top[-1]
  * with room up to end (pointers, so that each fast path tests and moves the
  * top with no index arithmetic), and (STAT=2) the two counters the fast
- * paths keep, on the same cache line. */
+ * paths keep and the class, on the same cache line. */
 typedef struct hak_ucache_s {
   void   **top;
   void   **items;
@@ -185,6 +185,7 @@ typedef struct hak_ucache_s {
 #if HAK_STAT >= 2
   uint64_t allocs;
   uint64_t frees;
+  uint64_t cls;            /* the class, for malloc's count of bytes requested */
 #endif
 } hak_ucache_t;
 
@@ -221,19 +222,11 @@ enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };
 
 typedef struct hak_heap_s {
   hak_ucache_t cache[HAK_CLASSES];     /* the fast paths touch only this, */
-  hak_ucache_t counted[HAK_CLASSES];   /* this while heap profiling is on (below, prof.c) */
   uint16_t     cache_of_small[HAK_TINY_MAX / 16 + 1];   /* and these: copies of hak_cache_of_small */
   uint16_t     cache_of_mid[HAK_MID_MAX / 128 + 1];     /* and hak_cache_of_mid, addressed from the
                                           heap pointer malloc already holds; while heap profiling is
-                                          on they point to the counted caches (prof.c) */
-  /* Heap profiling (prof.c), owner only: counted[] above are the caches
-   * malloc pops from while it is on, whose every block counts an allocation
-   * in advance; the allocations of each class until its next sample; the
-   * bytes of large allocations until the next one; the state of the random
-   * numbers that draw those. */
-  uint32_t     prof_left[HAK_CLASSES];
-  int64_t      prof_large_left;
-  uint64_t     prof_random;
+                                          on they point to its counted caches (prof) */
+  struct hak_prof_state_s *prof;       /* heap profiling's state, just after the heap; NULL: off */
   hak_class_counters_t counters[HAK_CLASSES];
   hak_remote_batch_t outgoing[HAK_CLASSES];  /* blocks of other heaps freed here */
   hak_slab_t  *warm[HAK_CLASSES];      /* warm pool: slabs with free blocks */
@@ -255,6 +248,19 @@ typedef struct hak_heap_s {
   _Atomic int  state;
   _Alignas(64) _Atomic(void *) inbox[HAK_CLASSES];
 } hak_heap_t;
+
+/* A heap's state while heap profiling is on (prof.c), owner only, in the
+ * heap's mapping just after it (its size tables address the counted
+ * caches from the heap): the caches malloc pops from, whose every block
+ * counts an allocation in advance; the allocations of each class until its
+ * next sample; the bytes of large allocations until the next one; the state
+ * of the random numbers that draw those. */
+typedef struct hak_prof_state_s {
+  hak_ucache_t counted[HAK_CLASSES];
+  uint32_t     left[HAK_CLASSES];
+  int64_t      large_left;
+  uint64_t     random;
+} hak_prof_state_t;
 
 /* Header of a large block. */
 typedef struct hak_large_s {
