@@ -127,7 +127,7 @@ uninstall:
 # (make ab REV_A=x REV_B=y, or bench/ab.sh REV_A REV_B [WORKLOAD...]).
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c)) \
            $(patsubst bench/%.cc,$(B)/bench/%,$(wildcard bench/*.cc))
-BENCH_TOOLS := $(B)/bench/tools/runone
+BENCH_TOOLS := $(B)/bench/tools/runone $(B)/bench/tools/libbump.so
 bench-programs: $(BENCHES) $(BENCH_TOOLS)
 $(B)/bench/%: bench/%.c $(wildcard bench/*.h) include/hakmem.h | $(B)/bench
 	$(CC) $(CSTD) $(WARN) -O2 -g -o $@ $< -lpthread -lm
@@ -135,6 +135,9 @@ $(B)/bench/%: bench/%.cc | $(B)/bench
 	$(CXX) -std=c++17 -Wall -Wextra -O2 -g -o $@ $< -lpthread
 $(B)/bench/tools/%: bench/tools/%.c | $(B)/bench/tools
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -o $@ $<
+# the bump allocator that bench-perf subtracts (bench/tools/bump.c)
+$(B)/bench/tools/libbump.so: bench/tools/bump.c | $(B)/bench/tools
+	$(CC) $(CSTD) $(WARN) -O2 -fPIC -shared -o $@ $<
 $(B)/bench $(B)/bench/tools:
 	mkdir -p $@
 

@@ -12,8 +12,11 @@ the Ir of a 1-iteration run, divided the same way. Page faults per operation
 come from ru_minflt (wait4) of native runs, computed the same way.
 
 The per-operation figures include the benchmark loop's own instructions
-(random numbers, the writes into the block): the same for every allocator,
-so differences are the allocator's.
+(random numbers, the writes into the block), the same for every allocator.
+The same counts are taken under a bump allocator (build/bench/tools/libbump.so:
+malloc bumps a pointer, free does nothing) and subtracted: what remains is
+each allocator's own instructions per operation, and the table gives the
+ratio of hakmem's to each allocator's.
 
 Environment: BENCH_SCALE (multiplies iteration counts), BENCH_ALLOCATORS,
 BUILD, PERF_MODE=perf|callgrind (force a method).
@@ -27,6 +30,9 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as bl  # noqa: E402
+
+
+BUMP = "bump (loop only)"
 
 
 def cases(scale, mode):
@@ -114,13 +120,16 @@ def main():
     base = bl.baseline(allocs)
     count = perf_count if mode == "perf" else callgrind_ir
     events = EVENTS if mode == "perf" else ["instructions"]
+    bump = os.path.join(bl.BIN, "tools", "libbump.so")
+    if not os.path.exists(bump):
+        sys.exit("bench-perf: %s not built (make bench-programs)" % bump)
 
     rows = []
     for name, prog, mkargs, n, native_n in cases(scale, mode):
         path = os.path.join(bl.BIN, prog)
         if not os.path.exists(path):
             sys.exit("bench-perf: %s not built (make bench-programs)" % path)
-        for a, lib in allocs:
+        for a, lib in [(BUMP, bump)] + allocs:
             row = {"workload": name, "allocator": a, "error": None, "n": n}
             full, err = count([path] + mkargs(n), lib)
             base_c, err2 = (count([path] + mkargs(1), lib) if full else (None, None))
@@ -130,6 +139,9 @@ def main():
                 for ev in events:
                     if ev in full and ev in base_c:
                         row[ev] = (full[ev] - base_c[ev]) / (n - 1)
+            if a == BUMP:   # never reuses memory: its page faults say nothing
+                rows.append(row)
+                continue
             # page faults per op from native runs (ru_minflt via wait4)
             rf = bl.run_once([path] + mkargs(native_n), lib, result_name=prog)
             rb = bl.run_once([path] + mkargs(1), lib, result_name=prog)
@@ -142,7 +154,7 @@ def main():
                                        row.get("instructions", float("nan"))))
             sys.stdout.flush()
 
-    head = ["workload", "allocator", "instr/op", "vs %s" % base]
+    head = ["workload", "allocator", "instr/op", "vs %s" % base, "own instr/op", "hakmem's own ÷ this"]
     if mode == "perf":
         head += ["cycles/op", "branches/op"]
     head += ["page faults/op"]
@@ -155,16 +167,29 @@ def main():
     lines.append("- iterations: " + ", ".join("%s N=%d (native page-fault runs N=%d)" % (
         c[0], c[3], c[4]) for c in cases(scale, mode)))
     lines += ["", "| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
+    def find(workload, allocator):
+        return next((x for x in rows if x["workload"] == workload and x["allocator"] == allocator
+                     and not x["error"]), None)
+
+    def own(r):
+        """Instructions per op less the bump allocator's run: the allocator's own."""
+        loop = find(r["workload"], BUMP) if r else None
+        if not r or not loop or "instructions" not in r or "instructions" not in loop:
+            return None
+        return r["instructions"] - loop["instructions"]
+
     for r in rows:
         if r["error"]:
             lines.append("| %s | %s | **FAIL**: %s |" % (r["workload"], r["allocator"],
                                                          r["error"].replace("|", "/")))
             continue
-        b = next((x for x in rows if x["workload"] == r["workload"] and x["allocator"] == base
-                  and not x["error"]), None)
+        b = find(r["workload"], base)
         ins, bins = r.get("instructions"), b.get("instructions") if b else None
+        mine, hak = own(r), own(find(r["workload"], "hakmem"))
         cells = [r["workload"], r["allocator"], "%.1f" % ins if ins is not None else "-",
-                 "%.2f×" % (ins / bins) if ins is not None and bins else "-"]
+                 "%.2f×" % (ins / bins) if ins is not None and bins else "-",
+                 "%.1f" % mine if mine is not None and r["allocator"] != BUMP else "-",
+                 "%.2f×" % (hak / mine) if hak is not None and mine and r["allocator"] != BUMP else "-"]
         if mode == "perf":
             cells += ["%.1f" % r.get("cycles", float("nan")),
                       "%.1f" % r.get("branches", float("nan"))]
