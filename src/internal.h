@@ -354,6 +354,14 @@ HAK_INLINE void hak_block_check_free(const void *p, const char *fn) {
 HAK_INLINE uint32_t hak_cache_count(const hak_ucache_t *c) { return (uint32_t)(c->top - c->items); }
 HAK_INLINE uint32_t hak_cache_cap(const hak_ucache_t *c) { return (uint32_t)(c->end - c->items); }
 
+/* n (above 8) rounded up to the next of 8 steps per doubling: at most
+ * 12.5% more (large mapping sizes, the heap profile's large lines). */
+HAK_INLINE uint64_t hak_round_eighths(uint64_t n) {
+  unsigned b = 63u - (unsigned)__builtin_clzll(n - 1);
+  uint64_t step = (uint64_t)1 << (b - 3u);
+  return (n + step - 1) & ~(step - 1);
+}
+
 HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
   if (size <= HAK_TINY_MAX) return hak_class_of_small[(size + 15) >> 4];
   unsigned b = 63u - (unsigned)__builtin_clzll(size - 1);

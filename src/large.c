@@ -20,11 +20,7 @@ static size_t page_round(size_t n) {
 }
 
 /* Mapping size for n bytes: at most 12.5% above n, in whole pages. */
-static size_t large_round(size_t n) {
-  unsigned b = 63u - (unsigned)__builtin_clzll(n - 1);
-  size_t step = (size_t)1 << (b - 3u);
-  return page_round((n + step - 1) & ~(step - 1));
-}
+static size_t large_round(size_t n) { return page_round(hak_round_eighths(n)); }
 
 /* A mapping of size bytes aligned to align for a large block, and in the
  * secure build a guard page after it (unmapped with it: hak_large_unmap). */

@@ -64,9 +64,12 @@ static _Atomic int dump_pending;                 /* the signal came while the lo
 static __thread bool in_prof;                    /* allocations now are the profiler's own */
 static bool ready;                               /* the constructor has run: stacks may be taken */
 
-/* ---- the lock (a futex mutex: samples are rare, but two threads may meet) */
+/* ---- the lock (a futex mutex: samples are rare, but two threads may
+ * meet). prof_enter takes it, and makes the thread's allocations the
+ * profiler's own (unsampled) until prof_leave lets it go. */
 
-static void prof_lock(void) {
+static void prof_enter(void) {
+  in_prof = true;
   uint32_t c = 0;
   if (atomic_compare_exchange_strong(&lock, &c, 1)) return;
   if (c != 2) c = atomic_exchange(&lock, 2);
@@ -76,8 +79,9 @@ static void prof_lock(void) {
   }
 }
 
-static void prof_unlock(void) {
+static void prof_leave(void) {
   if (atomic_exchange(&lock, 0) == 2) hak_os_wake(&lock);
+  in_prof = false;
   if (HAK_UNLIKELY(atomic_load_explicit(&dump_pending, memory_order_relaxed))) {
     atomic_store(&dump_pending, 0);
     hak_prof_dump(NULL);
@@ -185,12 +189,7 @@ static bool blocks_room(void) {
  * distinct large size would grow without bound; pprof scales a line by its
  * mean size, within 12.5% of each block's, where the chance to be sampled
  * is near 1 anyway). */
-static uint64_t size_key(uint64_t bytes) {
-  if (bytes <= HAK_MID_MAX) return bytes;
-  unsigned b = 63u - (unsigned)__builtin_clzll(bytes - 1);
-  uint64_t step = (uint64_t)1 << (b - 3u);
-  return (bytes + step - 1) & ~(step - 1);
-}
+static uint64_t size_key(uint64_t bytes) { return bytes <= HAK_MID_MAX ? bytes : hak_round_eighths(bytes); }
 
 /* Record block p, of `bytes` bytes, allocated from the stack frames. */
 static void record(const void *p, uint64_t bytes, void *const *frames, uint32_t depth) {
@@ -233,12 +232,11 @@ static void *sample_small(unsigned cls, size_t size) {
   void *frames[MAX_FRAMES];
   in_prof = true;
   uint32_t depth = capture(frames);
-  prof_lock();
+  prof_enter();
   void *p = NULL;
   if (hak_prof_heap || (hak_prof_heap = hak_heap_new())) p = hak_heap_pop(hak_prof_heap, cls, size);
   if (p) record(p, hak_class_size[cls], frames, depth);
-  prof_unlock();
-  in_prof = false;
+  prof_leave();
   return p;
 }
 
@@ -285,16 +283,14 @@ void hak_prof_large(hak_large_t *hdr, size_t size) {
   void *frames[MAX_FRAMES];
   in_prof = true;
   uint32_t depth = capture(frames);
-  prof_lock();
+  prof_enter();
   record(hdr->user, size, frames, depth);
   hdr->sampled = 1;
-  prof_unlock();
-  in_prof = false;
+  prof_leave();
 }
 
 void hak_prof_free(void *p) {
-  in_prof = true;
-  prof_lock();
+  prof_enter();
   forget(p);
   hak_heap_t *h = hak_prof_heap;
   hak_slab_t *s = hak_unit_of(hak_ss_of(p), (uintptr_t)p);
@@ -307,16 +303,13 @@ void hak_prof_free(void *p) {
     c->frees++;   /* as free's fast path counts (hak_free_flush counts its own) */
 #endif
   }
-  prof_unlock();
-  in_prof = false;
+  prof_leave();
 }
 
 void hak_prof_forget(const void *p) {
-  in_prof = true;
-  prof_lock();
+  prof_enter();
   forget(p);
-  prof_unlock();
-  in_prof = false;
+  prof_leave();
 }
 
 /* ---- heaps */
@@ -399,15 +392,12 @@ static void write_profile(int fd) {
 HAK_EXPORT int hak_prof_dump(const char *path) {
   hak_init();
   if (!hak_prof_on) return ENOENT;
-  bool nested = in_prof;
-  in_prof = true;
-  prof_lock();
+  prof_enter();
   char name[4096];
   if (!path) {
     const char *pattern = hak_option_get_string(hak_option_prof_file);
     if (!hak_path_expand(pattern ? pattern : "hakmem.%p.%n.heap", dumps, name, sizeof name)) {
-      prof_unlock();
-      in_prof = nested;
+      prof_leave();
       return ENAMETOOLONG;
     }
     path = name;
@@ -419,8 +409,7 @@ HAK_EXPORT int hak_prof_dump(const char *path) {
     hak_os_copy_file("/proc/self/maps", fd);
     hak_os_close(fd);
   }
-  prof_unlock();
-  in_prof = nested;
+  prof_leave();
   return err;
 }
 
@@ -465,14 +454,12 @@ void hak_prof_at_exit(void) {
 /* fork: the child must not inherit the lock taken by a thread it lacks. */
 void hak_prof_fork_prepare(void) {
   if (!hak_prof_on) return;
-  in_prof = true;
-  prof_lock();
+  prof_enter();
 }
 
 void hak_prof_fork_parent(void) {
   if (!hak_prof_on) return;
-  prof_unlock();
-  in_prof = false;
+  prof_leave();
 }
 
 void hak_prof_fork_child(void) {
