@@ -114,14 +114,7 @@ void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-#if HAK_STAT >= 2
-  c->allocs++;
-  h->counters[cls].requested += size;
-#endif
-  void *p = *--c->top;
-  hak_block_check_free(p, "malloc");
-  ((uintptr_t *)p)[1] = 0;
-  return p;
+  return hak_cache_pop(h, c, cls, size);
 }
 
 /* An allocation of a thread that has passed its exit handling: from a heap

@@ -352,6 +352,19 @@ HAK_INLINE void hak_block_check_free(const void *p, const char *fn) {
 }
 
 HAK_INLINE uint32_t hak_cache_count(const hak_ucache_t *c) { return (uint32_t)(c->top - c->items); }
+
+/* The top block of a cache that holds one, made ready to hand out (the
+ * slow paths' pop; malloc's fast path does the same in its own order). */
+HAK_INLINE void *hak_cache_pop(hak_heap_t *h, hak_ucache_t *c, unsigned cls, size_t size) {
+#if HAK_STAT >= 2
+  c->allocs++;
+  h->counters[cls].requested += size;
+#endif
+  void *p = *--c->top;
+  hak_block_check_free(p, "malloc");
+  ((uintptr_t *)p)[1] = 0;
+  return p;
+}
 HAK_INLINE uint32_t hak_cache_cap(const hak_ucache_t *c) { return (uint32_t)(c->end - c->items); }
 
 /* n (above 8) rounded up to the next of 8 steps per doubling: at most

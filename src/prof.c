@@ -240,9 +240,11 @@ static void *sample_small(unsigned cls, size_t size) {
   return p;
 }
 
-void *hak_prof_malloc_class(unsigned cls, size_t size) {
-  hak_heap_t *h = hak_heap_get();
-  if (!h || in_prof) return hak_malloc_class(cls, size);
+/* The general case of a counted cache run dry: the countdown drawn or run
+ * out, the class's cache empty or holding more than the class may hand out
+ * before its next sample, or the counted cache not empty (a sample came from
+ * the profiler's heap). */
+static HAK_NOINLINE void *malloc_counted(hak_heap_t *h, unsigned cls, size_t size) {
   if (!h->prof->left[cls]) h->prof->left[cls] = draw_left(h, cls);
   if (--h->prof->left[cls] == 0) {
     h->prof->left[cls] = draw_left(h, cls);
@@ -252,25 +254,36 @@ void *hak_prof_malloc_class(unsigned cls, size_t size) {
   void *p = hak_heap_pop(h, cls, size);
   if (!p) return NULL;
   /* hand the counted cache what the class may allocate before its next
-   * sample, up to what the class's cache holds: all of it by swapping the
-   * two stacks (they have the same room), which copies nothing */
+   * sample, up to what the class's cache holds */
   hak_ucache_t *from = &h->cache[cls], *to = &h->prof->counted[cls];
   uint32_t n = h->prof->left[cls] - 1, have = hak_cache_count(from);
-  if (to->top == to->items && n >= have) {
-    hak_ucache_t t = *from;
-    *from = *to;
-    *to = t;
-    n = have;
-  } else {
-    uint32_t room = (uint32_t)(to->end - to->top);
-    n = n < have ? n : have;
-    n = n < room ? n : room;
-    from->top -= n;
-    memcpy(to->top, from->top, n * sizeof(void *));
-    to->top += n;
-  }
+  uint32_t room = (uint32_t)(to->end - to->top);
+  n = n < have ? n : have;
+  n = n < room ? n : room;
+  from->top -= n;
+  memcpy(to->top, from->top, n * sizeof(void *));
+  to->top += n;
   h->prof->left[cls] -= n;
   return p;
+}
+
+void *hak_prof_malloc_class(unsigned cls, size_t size) {
+  hak_heap_t *h = hak_tls_heap;
+  if (HAK_UNLIKELY(h == &hak_heap_empty) && !(h = hak_heap_get())) return hak_malloc_class(cls, size);
+  if (HAK_UNLIKELY(in_prof)) return hak_heap_pop(h, cls, size);
+  /* the common case: the class may allocate more before its next sample
+   * than its cache holds; this allocation and the counted cache take all
+   * of it, by swapping the two stacks (they have the same room), which
+   * copies nothing */
+  hak_prof_state_t *st = h->prof;
+  hak_ucache_t *from = &h->cache[cls], *to = &st->counted[cls];
+  uint32_t left = st->left[cls], have = hak_cache_count(from);
+  if (HAK_UNLIKELY(left <= have || !have || to->top != to->items)) return malloc_counted(h, cls, size);
+  hak_ucache_t t = *from;
+  *from = *to;
+  *to = t;
+  st->left[cls] = left - have;
+  return hak_cache_pop(h, to, cls, size);
 }
 
 void hak_prof_large(hak_large_t *hdr, size_t size) {
