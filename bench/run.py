@@ -68,6 +68,10 @@ def workloads(scale):
          "20,000 short threads, 4 alive, ~1 MiB each: peak RSS"),
         ("phased", "phased", [s(1000)],
          "a server in phases: small burst, quiet, buffers, thread waves; RSS after each"),
+        ("malloc_large", "malloc_large", [s(500), "20", "5", "25"],
+         "20 buffers of 5..25 MiB replaced at random, each filled whole"),
+        ("glibc_simple", "glibc_simple", [s(500000), "16"],
+         "batches of 25..1600 blocks of 16..64 B, freed half oldest, half newest first"),
     ]
 
 

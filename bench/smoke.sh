@@ -29,6 +29,8 @@ args_for() {
     memory) echo "footprint 20" ;;
     soak) echo "2 2 100" ;;
     phased) echo "20" ;;
+    malloc_large) echo "40 6 1 3" ;;
+    glibc_simple) echo "20000 16" ;;
     *) return 1 ;;
   esac
 }

@@ -7,8 +7,10 @@
  * the mapping size in pages in its low bits, so a thread can judge an entry
  * without touching memory it does not own yet; a single compare-and-swap
  * takes it. A request is served from its own bin or the next ones up to
- * twice its size, never by cutting a bigger mapping (that would cost a
- * munmap now and a mapping later). Entries expire after BIGCACHE_DELAY_MS;
+ * twice its size; failing that, by the nearest entry of another size, which
+ * large.c cuts to size, or grows with mremap and fills with the pages of
+ * more entries: a system call per entry, where a new mapping's pages would
+ * each cost a page fault (a 16 MiB one, 4096). Entries expire after BIGCACHE_DELAY_MS;
  * at most BIGCACHE_BUDGET bytes are kept, in blocks of at most
  * BIGCACHE_MAX_BLOCK. The adaptive controller (ace.c) lengthens the delay
  * while blocks are mapped anew soon after entries that could have served
@@ -110,8 +112,31 @@ static hak_large_t *lookup(size_t min_size) {
   return NULL;
 }
 
-/* The same, and on a miss the signs the adaptive controller reads: a miss,
- * and whether an entry that could have served it expired lately. */
+/* The smallest cached mapping above twice min_size (roughly: from the bin
+ * past lookup's last). */
+static hak_large_t *above(size_t min_size) {
+  unsigned first = bin_of(min_size);
+  for (unsigned i = last_bin(first) * BIN_SLOTS; i < SLOTS; i++) {
+    uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
+    hak_large_t *hdr = v ? slot_take(i, v) : NULL;
+    if (hdr) return hdr;
+  }
+  return NULL;
+}
+
+hak_large_t *hak_bigcache_take_at_most(size_t max_size) {
+  if (!atomic_load_explicit(&cached, memory_order_relaxed) || max_size <= HAK_MID_MAX) return NULL;
+  for (unsigned i = (bin_of(max_size) + 1) * BIN_SLOTS; i-- > 0;) {
+    uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
+    hak_large_t *hdr = v && slot_size(v) <= max_size ? slot_take(i, v) : NULL;
+    if (hdr) return hdr;
+  }
+  return NULL;
+}
+
+/* lookup's, else above's, else the largest below min_size; on a miss of
+ * lookup the signs the adaptive controller reads: a miss, and whether an
+ * entry that could have served it expired lately. */
 hak_large_t *hak_bigcache_take(size_t min_size) {
   hak_large_t *hdr = lookup(min_size);
   if (hdr) return hdr;
@@ -126,7 +151,9 @@ hak_large_t *hak_bigcache_take(size_t min_size) {
       break;
     }
   }
-  return NULL;
+  if (!atomic_load_explicit(&cached, memory_order_relaxed)) return NULL;
+  hdr = above(min_size);
+  return hdr ? hdr : hak_bigcache_take_at_most(min_size);
 }
 
 /* Unmap the entries older than BIGCACHE_DELAY_MS; cheap until the earliest

@@ -50,6 +50,87 @@ static void large_set_user(hak_large_t *hdr, void *user) {
   hdr->check = (uintptr_t)user ^ hak_secret;
 }
 
+static void large_unmap(hak_large_t *hdr, uint8_t kind) {
+  uintptr_t chunk = kind == HAK_REG_LARGE ? (uintptr_t)hdr : (uintptr_t)hdr->user;
+  hak_registry_set(chunk, HAK_REG_FOREIGN);
+  hak_large_unmap(hdr);
+}
+
+/* Give the mapping of hdr (kind HAK_REG_LARGE) map_size bytes, a multiple
+ * of the page: shrink it by unmapping the tail, grow it with mremap in place
+ * or into a new 2 MiB-aligned place (the pages move, none is copied or
+ * faulted in again). The header, moved or not; NULL if the pages could not
+ * be moved (hdr unchanged). */
+static hak_large_t *large_resize(hak_large_t *hdr, size_t map_size) {
+  if (map_size <= hdr->map_size) {
+    if (map_size < hdr->map_size) {
+      hak_os_unmap((char *)hdr + map_size + HAK_GUARD, hdr->map_size - map_size);   /* and the old guard */
+      hdr->map_size = map_size;
+      guard_set(hdr);
+    }
+    return hdr;
+  }
+  guard_lift(hdr);
+  if (hak_os_remap_inplace(hdr, hdr->map_size + HAK_GUARD, map_size + HAK_GUARD) == 0) {
+    hdr->map_size = map_size;
+    guard_set(hdr);
+    return hdr;
+  }
+  /* The old chunk is ours until mremap gives its range back: clear it
+   * before (registry.c), and claim it again if the move failed. */
+  hak_registry_set((uintptr_t)hdr, HAK_REG_FOREIGN);
+  hak_large_t *moved = hak_os_remap_aligned(hdr, hdr->map_size + HAK_GUARD, map_size + HAK_GUARD, HAK_SS_SIZE);
+  if (!moved) {
+    hak_registry_set((uintptr_t)hdr, HAK_REG_LARGE);
+    guard_set(hdr);
+    return NULL;
+  }
+  hak_registry_set((uintptr_t)moved, HAK_REG_LARGE);
+  moved->map_base = (uintptr_t)moved;
+  moved->map_size = map_size;
+  guard_set(moved);
+  return moved;
+}
+
+/* A BigCache entry of another size made a mapping of map_size bytes: cut
+ * (the rest split off as an entry of its own), or grown and its new pages
+ * replaced by those of more entries, moved in with mremap (neither in the
+ * secure build, where each mapping has its guard page after it).
+ * NULL if the pages could not be moved (the entry is unmapped). */
+static hak_large_t *large_fit(hak_large_t *hdr, size_t map_size) {
+  size_t at = hdr->map_size, cut = (map_size + HAK_SS_MASK) & ~(size_t)HAK_SS_MASK;
+  if (!HAK_SECURE && at > cut + HAK_MID_MAX) {
+    /* the pages past the 2 MiB boundary after map_size go back to the
+     * BigCache as an entry of their own */
+    hak_large_t *rest = (hak_large_t *)((char *)hdr + cut);
+    rest->map_base = (uintptr_t)rest;
+    rest->map_size = at - cut;
+    rest->user = NULL;
+    rest->check = 0;
+    hak_registry_set((uintptr_t)rest, HAK_REG_LARGE);
+    hdr->map_size = cut;
+    if (!hak_bigcache_put(rest)) large_unmap(rest, HAK_REG_LARGE);
+    return hdr;
+  }
+  hak_large_t *fit = large_resize(hdr, map_size);
+  if (!fit) {
+    large_unmap(hdr, HAK_REG_LARGE);
+    return NULL;
+  }
+  while (!HAK_SECURE && at < map_size) {
+    hak_large_t *more = hak_bigcache_take_at_most(map_size - at);
+    if (!more) break;
+    size_t n = more->map_size;
+    hak_registry_set((uintptr_t)more, HAK_REG_FOREIGN);
+    if (hak_os_remap_onto(more, n, (char *)fit + at) != 0) {
+      hak_large_unmap(more);
+      break;
+    }
+    at += n;
+  }
+  return fit;
+}
+
 static void *large_alloc_huge_aligned(size_t size, size_t align) {
   size_t body = (size + HAK_SS_SIZE - 1) & ~HAK_SS_MASK;
   char *base = large_map(align + body, align);
@@ -88,6 +169,7 @@ static void *large_alloc(size_t size, size_t align, bool zero) {
   size_t map_size = large_round(need);
   hak_large_t *hdr = hak_bigcache_take(need);
   if (HAK_STAT) hak_stats_bigcache(hdr != NULL);
+  if (hdr && (hdr->map_size < need || hdr->map_size / 2 > map_size)) hdr = large_fit(hdr, map_size);
   if (hdr) {
     large_set_user(hdr, (char *)hdr + off);
     if (zero) hak_block_zero(hdr->user, size);
@@ -132,12 +214,6 @@ static hak_large_t *large_header(const void *p, uint8_t kind, const char *fn, co
   return hdr;
 }
 
-static void large_unmap(hak_large_t *hdr, uint8_t kind) {
-  uintptr_t chunk = kind == HAK_REG_LARGE ? (uintptr_t)hdr : (uintptr_t)hdr->user;
-  hak_registry_set(chunk, HAK_REG_FOREIGN);
-  hak_large_unmap(hdr);
-}
-
 void hak_large_free(void *p, uint8_t kind, const char *fn) {
   hak_large_t *hdr = large_header(p, kind, fn, "double free of");
   if (HAK_UNLIKELY(hdr->sampled)) hak_prof_forget(p);
@@ -152,47 +228,18 @@ size_t hak_large_usable(const void *p, uint8_t kind, const char *fn) {
 }
 
 /* Resize a large block (kind HAK_REG_LARGE) to size > HAK_MID_MAX without
- * copying: shrink by unmapping the tail, grow with mremap in place or into a
- * new 2 MiB-aligned place. NULL if the pages could not be moved. */
+ * copying (large_resize). NULL if the pages could not be moved. */
 void *hak_large_realloc(void *p, size_t size) {
   hak_large_t *hdr = large_header(p, HAK_REG_LARGE, "realloc", "use after free of");
   if (hdr->sampled) return NULL;   /* the profile's record names p: realloc moves it by copying */
   size_t off = (uintptr_t)p - (uintptr_t)hdr;
   if (size > PTRDIFF_MAX - 2 * HAK_SS_SIZE) return NULL;
   size_t need = off + size;
-  if (need <= hdr->map_size) {
-    size_t keep = large_round(need);
-    if (need <= hdr->map_size / 2 && keep < hdr->map_size) {
-      if (HAK_STAT) hak_stats_large(0, 0, (int64_t)keep - (int64_t)hdr->map_size);
-      hak_os_unmap((char *)hdr + keep + HAK_GUARD, hdr->map_size - keep);   /* and the old guard */
-      hdr->map_size = keep;
-      guard_set(hdr);
-    }
-    return p;
-  }
-  size_t map_size = large_round(need);
-  int64_t grown = (int64_t)map_size - (int64_t)hdr->map_size;
-  guard_lift(hdr);
-  if (hak_os_remap_inplace(hdr, hdr->map_size + HAK_GUARD, map_size + HAK_GUARD) == 0) {
-    hdr->map_size = map_size;
-    guard_set(hdr);
-    if (HAK_STAT) hak_stats_large(0, 0, grown);
-    return p;
-  }
-  /* The old chunk is ours until mremap gives its range back: clear it
-   * before (registry.c), and claim it again if the move failed. */
-  hak_registry_set((uintptr_t)hdr, HAK_REG_FOREIGN);
-  hak_large_t *moved = hak_os_remap_aligned(hdr, hdr->map_size + HAK_GUARD, map_size + HAK_GUARD, HAK_SS_SIZE);
-  if (!moved) {
-    hak_registry_set((uintptr_t)hdr, HAK_REG_LARGE);
-    guard_set(hdr);
-    return NULL;
-  }
-  if (HAK_STAT) hak_stats_large(0, 0, grown);
-  hak_registry_set((uintptr_t)moved, HAK_REG_LARGE);
-  moved->map_base = (uintptr_t)moved;
-  moved->map_size = map_size;
-  guard_set(moved);
-  large_set_user(moved, (char *)moved + off);
+  size_t map_size = large_round(need), old_size = hdr->map_size;
+  if (need <= old_size && (need > old_size / 2 || map_size >= old_size)) return p;
+  hak_large_t *moved = large_resize(hdr, map_size);
+  if (!moved) return NULL;
+  if (HAK_STAT) hak_stats_large(0, 0, (int64_t)map_size - (int64_t)old_size);
+  if (moved != hdr) large_set_user(moved, (char *)moved + off);
   return moved->user;
 }

@@ -312,33 +312,40 @@ static void test_bigcache_expiry(void) {
   hak_option_set(hak_option_bigcache_max_block, old_max);
 }
 
-/* The BigCache serves a request from a cached mapping of at least its size
- * and less than twice it, never by cutting a bigger one; the cached block
- * keeps its contents' pages (no new mapping, same address). */
+/* The BigCache serves a request from a cached mapping of another size
+ * without a new mapping: a bigger one is cut at the 2 MiB boundary after the
+ * request and the rest cached on its own; a smaller one is grown and filled
+ * with the pages of other entries, moved in by mremap. The pages and their
+ * contents come along (the same address, no page mapped anew). */
 static void test_bigcache_fit(void) {
   hak_trim();
   struct hak_stats st;
-  char *big = malloc(3u << 20);
-  uintptr_t big_at = (uintptr_t)big;
-  memset(big, 0x5a, 3u << 20);
+  const size_t big_size = (3u << 20) - 64;   /* a mapping of 3 MiB with its header */
+  char *big = malloc(big_size);
+  uintptr_t big_at = (uintptr_t)big & ~(uintptr_t)HAK_SS_MASK;
+  memset(big, 0x5a, big_size);
   escape(big);
   free(big);
   hak_stats_get(&st);
   uint64_t maps = st.os_maps, unmaps = st.os_unmaps;
   char *small = malloc(1u << 20);   /* under half of the cached one */
   escape(small);
-  CHECK((uintptr_t)small != big_at, "1 MiB request took the cached 3 MiB mapping");
-  CHECK(hak_registry_kind(big_at) == HAK_REG_LARGE, "the cached 3 MiB mapping was cut or unmapped");
+  CHECK(((uintptr_t)small & ~(uintptr_t)HAK_SS_MASK) == big_at, "1 MiB request did not take the cached 3 MiB mapping");
+  CHECK(small[0] == 0x5a && small[(1u << 20) - 1] == 0x5a, "the cut mapping's pages were not kept");
+  CHECK(hak_registry_kind(big_at + HAK_SS_SIZE) == HAK_REG_LARGE, "the rest past 2 MiB was not cached");
   hak_stats_get(&st);
-  CHECK(st.os_unmaps == unmaps, "a BigCache miss unmapped %llu ranges", (unsigned long long)(st.os_unmaps - unmaps));
-  CHECK(st.os_maps == maps + 1, "a BigCache miss took %llu mappings", (unsigned long long)(st.os_maps - maps));
-  char *again = malloc((5u << 20) / 2);   /* fits the cached 3 MiB mapping */
-  CHECK((uintptr_t)again == big_at, "2.5 MiB request did not reuse the cached 3 MiB mapping");
-  CHECK(again[0] == 0x5a && again[(5u << 20) / 2 - 1] == 0x5a, "cached pages were not kept");
+  CHECK(st.os_maps == maps && st.os_unmaps == unmaps, "cutting a cached mapping took %llu mappings, %llu unmaps",
+        (unsigned long long)(st.os_maps - maps), (unsigned long long)(st.os_unmaps - unmaps));
+  free(small);   /* cached now: 2 MiB at big_at, 1 MiB just after */
+  char *again = malloc(big_size);
+  escape(again);
+  CHECK(hak_registry_kind(big_at + HAK_SS_SIZE) != HAK_REG_LARGE, "the 1 MiB entry was not moved into the 3 MiB request");
+  int kept = 1;
+  for (size_t off = 0; off < big_size; off += 4096) kept &= again[off] == 0x5a;
+  CHECK(kept && again[big_size - 1] == 0x5a, "the 3 MiB request did not get both cached mappings' pages");
   hak_stats_get(&st);
-  CHECK(st.os_maps == maps + 1, "a BigCache hit mapped memory");
+  CHECK(st.os_maps == maps, "a request the BigCache could fill from two entries mapped memory");
   free(again);
-  free(small);
 }
 
 /* SuperSlabs come from the arena, and one given back (no pool slot left)
