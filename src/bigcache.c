@@ -8,9 +8,10 @@
  * without touching memory it does not own yet; a single compare-and-swap
  * takes it. A request is served from its own bin or the next ones up to
  * twice its size; failing that, by the nearest entry of another size, which
- * large.c cuts to size, or grows with mremap and fills with the pages of
- * more entries: a system call per entry, where a new mapping's pages would
- * each cost a page fault (a 16 MiB one, 4096). Entries expire after BIGCACHE_DELAY_MS;
+ * large.c cuts to size (no system call; the rest is cached on its own), or
+ * for a big one (GROW_MIN) grows with mremap: where a new mapping's pages
+ * would each cost a page fault when the program touches them (a 16 MiB
+ * one, 4096). Entries expire after BIGCACHE_DELAY_MS;
  * at most BIGCACHE_BUDGET bytes are kept, in blocks of at most
  * BIGCACHE_MAX_BLOCK. The adaptive controller (ace.c) lengthens the delay
  * while blocks are mapped anew soon after entries that could have served
@@ -124,17 +125,24 @@ static hak_large_t *above(size_t min_size) {
   return NULL;
 }
 
-hak_large_t *hak_bigcache_take_at_most(size_t max_size) {
-  if (!atomic_load_explicit(&cached, memory_order_relaxed) || max_size <= HAK_MID_MAX) return NULL;
-  for (unsigned i = (bin_of(max_size) + 1) * BIN_SLOTS; i-- > 0;) {
+/* Growing an entry of the BigCache moves its pages (mremap; up to four
+ * system calls when it cannot grow in place), which saves their page faults
+ * only for those the program touched: worth it for entries of GROW_MIN and
+ * up, a thousand pages; below, a new mapping is cheaper when few are. */
+#define GROW_MIN ((size_t)4 << 20)
+
+/* The largest cached mapping of GROW_MIN bytes up to max_size. */
+static hak_large_t *below(size_t max_size) {
+  if (max_size < GROW_MIN) return NULL;
+  for (unsigned i = (bin_of(max_size) + 1) * BIN_SLOTS; i-- > bin_of(GROW_MIN) * BIN_SLOTS;) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
-    hak_large_t *hdr = v && slot_size(v) <= max_size ? slot_take(i, v) : NULL;
+    hak_large_t *hdr = v && slot_size(v) <= max_size && slot_size(v) >= GROW_MIN ? slot_take(i, v) : NULL;
     if (hdr) return hdr;
   }
   return NULL;
 }
 
-/* lookup's, else above's, else the largest below min_size; on a miss of
+/* lookup's, else above's, else below's; on a miss of
  * lookup the signs the adaptive controller reads: a miss, and whether an
  * entry that could have served it expired lately. */
 hak_large_t *hak_bigcache_take(size_t min_size) {
@@ -153,7 +161,7 @@ hak_large_t *hak_bigcache_take(size_t min_size) {
   }
   if (!atomic_load_explicit(&cached, memory_order_relaxed)) return NULL;
   hdr = above(min_size);
-  return hdr ? hdr : hak_bigcache_take_at_most(min_size);
+  return hdr ? hdr : below(min_size);
 }
 
 /* Unmap the entries older than BIGCACHE_DELAY_MS; cheap until the earliest

@@ -205,8 +205,7 @@ void   hak_large_free(void *p, uint8_t kind, const char *fn);
 void  *hak_large_realloc(void *p, size_t size);
 void   hak_large_unmap(hak_large_t *hdr);   /* its mapping, and its guard page (secure build) */
 size_t hak_large_usable(const void *p, uint8_t kind, const char *fn);
-hak_large_t *hak_bigcache_take(size_t min_size);   /* best up to twice that, else any size */
-hak_large_t *hak_bigcache_take_at_most(size_t max_size);   /* the largest that fits, if any */
+hak_large_t *hak_bigcache_take(size_t min_size);   /* best up to twice that, else one to cut or grow */
 bool   hak_bigcache_put(hak_large_t *hdr);
 uint64_t hak_bigcache_tick(void);
 int    hak_bigcache_drain(void);

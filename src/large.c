@@ -93,9 +93,8 @@ static hak_large_t *large_resize(hak_large_t *hdr, size_t map_size) {
 }
 
 /* A BigCache entry of another size made a mapping of map_size bytes: cut
- * (the rest split off as an entry of its own), or grown and its new pages
- * replaced by those of more entries, moved in with mremap (neither in the
- * secure build, where each mapping has its guard page after it).
+ * (the rest split off as an entry of its own, but not in the secure build,
+ * where each mapping has its guard page after it), or grown with mremap.
  * NULL if the pages could not be moved (the entry is unmapped). */
 static hak_large_t *large_fit(hak_large_t *hdr, size_t map_size) {
   size_t at = hdr->map_size, cut = (map_size + HAK_SS_MASK) & ~(size_t)HAK_SS_MASK;
@@ -113,21 +112,7 @@ static hak_large_t *large_fit(hak_large_t *hdr, size_t map_size) {
     return hdr;
   }
   hak_large_t *fit = large_resize(hdr, map_size);
-  if (!fit) {
-    large_unmap(hdr, HAK_REG_LARGE);
-    return NULL;
-  }
-  while (!HAK_SECURE && at < map_size) {
-    hak_large_t *more = hak_bigcache_take_at_most(map_size - at);
-    if (!more) break;
-    size_t n = more->map_size;
-    hak_registry_set((uintptr_t)more, HAK_REG_FOREIGN);
-    if (hak_os_remap_onto(more, n, (char *)fit + at) != 0) {
-      hak_large_unmap(more);
-      break;
-    }
-    at += n;
-  }
+  if (!fit) large_unmap(hdr, HAK_REG_LARGE);
   return fit;
 }
 

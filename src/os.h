@@ -33,10 +33,6 @@ int      hak_os_remap_inplace(void *p, size_t old_size, size_t new_size);
 /* Move a mapping to a fresh address aligned to align; NULL on failure, in
  * which case the old mapping is untouched. */
 void    *hak_os_remap_aligned(void *p, size_t old_size, size_t new_size, size_t align);
-/* Move a mapping's pages onto [to, to + size), which must lie in one of
- * ours (what was there is unmapped); 0 on success, else the mapping is
- * untouched. */
-int      hak_os_remap_onto(void *p, size_t size, void *to);
 
 uint64_t hak_os_now_ms(void);
 /* Sleep while *word == expected (a futex), until hak_os_wake(word) or

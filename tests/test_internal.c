@@ -314,16 +314,16 @@ static void test_bigcache_expiry(void) {
 
 /* The BigCache serves a request from a cached mapping of another size
  * without a new mapping: a bigger one is cut at the 2 MiB boundary after the
- * request and the rest cached on its own; a smaller one is grown and filled
- * with the pages of other entries, moved in by mremap. The pages and their
- * contents come along (the same address, no page mapped anew). */
+ * request and the rest cached on its own; a smaller one of 4 MiB or more is
+ * grown by mremap. The pages and their contents come along. A small one
+ * is not grown (its pages may be few). */
 static void test_bigcache_fit(void) {
   hak_trim();
   struct hak_stats st;
-  const size_t big_size = (3u << 20) - 64;   /* a mapping of 3 MiB with its header */
-  char *big = malloc(big_size);
+  const size_t three = (3u << 20) - 64, five = (5u << 20) - 64, eight = (8u << 20) - 64;   /* with the header */
+  char *big = malloc(three);
   uintptr_t big_at = (uintptr_t)big & ~(uintptr_t)HAK_SS_MASK;
-  memset(big, 0x5a, big_size);
+  memset(big, 0x5a, three);
   escape(big);
   free(big);
   hak_stats_get(&st);
@@ -337,15 +337,30 @@ static void test_bigcache_fit(void) {
   CHECK(st.os_maps == maps && st.os_unmaps == unmaps, "cutting a cached mapping took %llu mappings, %llu unmaps",
         (unsigned long long)(st.os_maps - maps), (unsigned long long)(st.os_unmaps - unmaps));
   free(small);   /* cached now: 2 MiB at big_at, 1 MiB just after */
-  char *again = malloc(big_size);
-  escape(again);
-  CHECK(hak_registry_kind(big_at + HAK_SS_SIZE) != HAK_REG_LARGE, "the 1 MiB entry was not moved into the 3 MiB request");
-  int kept = 1;
-  for (size_t off = 0; off < big_size; off += 4096) kept &= again[off] == 0x5a;
-  CHECK(kept && again[big_size - 1] == 0x5a, "the 3 MiB request did not get both cached mappings' pages");
+
+  char *mid = malloc(five);
+  memset(mid, 0x6b, five);
+  escape(mid);
+  free(mid);
   hak_stats_get(&st);
-  CHECK(st.os_maps == maps, "a request the BigCache could fill from two entries mapped memory");
-  free(again);
+  maps = st.os_maps;
+  char *grown = malloc(eight);
+  escape(grown);
+  int kept = 1;
+  for (size_t off = 0; off < five; off += 4096) kept &= grown[off] == 0x6b;
+  CHECK(kept && grown[five - 1] == 0x6b, "the 8 MiB request did not grow the cached 5 MiB mapping");
+  grown[eight - 1] = 1;
+  hak_stats_get(&st);
+  CHECK(st.os_maps == maps, "growing a cached mapping mapped memory");
+
+  char *fresh = malloc(three);
+  escape(fresh);
+  CHECK(((uintptr_t)fresh & ~(uintptr_t)HAK_SS_MASK) != big_at, "a 3 MiB request grew a cached 2 MiB mapping");
+  hak_stats_get(&st);
+  CHECK(st.os_maps == maps + 1, "a 3 MiB request with only 1 and 2 MiB cached took %llu mappings",
+        (unsigned long long)(st.os_maps - maps));
+  free(fresh);
+  free(grown);
 }
 
 /* SuperSlabs come from the arena, and one given back (no pool slot left)

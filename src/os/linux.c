@@ -180,16 +180,6 @@ int hak_os_remap_inplace(void *p, size_t old_size, size_t new_size) {
 #endif
 }
 
-int hak_os_remap_onto(void *p, size_t size, void *to) {
-  int e = errno;
-  count(&n_remaps, NULL, 0);
-  void *q = os_mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
-  errno = e;
-  if (q != to) return -1;
-  HAK_TRACK_MAPPED(q, size);
-  return 0;
-}
-
 /* Reserve an aligned target without access, then move the pages into it. */
 void *hak_os_remap_aligned(void *p, size_t old_size, size_t new_size, size_t align) {
   int e = errno;
