@@ -100,14 +100,15 @@ static hak_large_t *large_fit(hak_large_t *hdr, size_t map_size) {
   size_t at = hdr->map_size, cut = (map_size + HAK_SS_MASK) & ~(size_t)HAK_SS_MASK;
   if (!HAK_SECURE && at > cut + HAK_MID_MAX) {
     /* the pages past the 2 MiB boundary after map_size go back to the
-     * BigCache as an entry of their own */
+     * BigCache as an entry of their own, those before it to the OS */
     hak_large_t *rest = (hak_large_t *)((char *)hdr + cut);
     rest->map_base = (uintptr_t)rest;
     rest->map_size = at - cut;
     rest->user = NULL;
     rest->check = 0;
     hak_registry_set((uintptr_t)rest, HAK_REG_LARGE);
-    hdr->map_size = cut;
+    if (cut > map_size) hak_os_unmap((char *)hdr + map_size, cut - map_size);   /* pages the block would not use */
+    hdr->map_size = map_size;
     if (!hak_bigcache_put(rest)) large_unmap(rest, HAK_REG_LARGE);
     return hdr;
   }

@@ -314,7 +314,7 @@ static void test_bigcache_expiry(void) {
 
 /* The BigCache serves a request from a cached mapping of another size
  * without a new mapping: a bigger one is cut at the 2 MiB boundary after the
- * request and the rest cached on its own; a smaller one of 4 MiB or more is
+ * request, the rest cached on its own (the pages between, unmapped); a smaller one of 4 MiB or more is
  * grown by mremap. The pages and their contents come along. A small one
  * is not grown (its pages may be few). */
 static void test_bigcache_fit(void) {
@@ -334,7 +334,7 @@ static void test_bigcache_fit(void) {
   CHECK(small[0] == 0x5a && small[(1u << 20) - 1] == 0x5a, "the cut mapping's pages were not kept");
   CHECK(hak_registry_kind(big_at + HAK_SS_SIZE) == HAK_REG_LARGE, "the rest past 2 MiB was not cached");
   hak_stats_get(&st);
-  CHECK(st.os_maps == maps && st.os_unmaps == unmaps, "cutting a cached mapping took %llu mappings, %llu unmaps",
+  CHECK(st.os_maps == maps && st.os_unmaps <= unmaps + 1, "cutting a cached mapping took %llu mappings, %llu unmaps",
         (unsigned long long)(st.os_maps - maps), (unsigned long long)(st.os_unmaps - unmaps));
   free(small);   /* cached now: 2 MiB at big_at, 1 MiB just after */
 
