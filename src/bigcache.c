@@ -134,7 +134,8 @@ static hak_large_t *above(size_t min_size) {
 /* The largest cached mapping of GROW_MIN bytes up to max_size. */
 static hak_large_t *below(size_t max_size) {
   if (max_size < GROW_MIN) return NULL;
-  for (unsigned i = (bin_of(max_size) + 1) * BIN_SLOTS; i-- > bin_of(GROW_MIN) * BIN_SLOTS;) {
+  unsigned top = bin_of(max_size) < BINS ? bin_of(max_size) : BINS - 1;   /* bins end at 4 GiB */
+  for (unsigned i = (top + 1) * BIN_SLOTS; i-- > bin_of(GROW_MIN) * BIN_SLOTS;) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
     hak_large_t *hdr = v && slot_size(v) <= max_size && slot_size(v) >= GROW_MIN ? slot_take(i, v) : NULL;
     if (hdr) return hdr;

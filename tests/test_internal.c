@@ -294,9 +294,7 @@ static void test_bigcache_expiry(void) {
   CHECK(hak_registry_kind(a_at) == HAK_REG_LARGE, "freed large block not kept in the BigCache");
   for (int waited = 0; waited < 100 && hak_registry_kind(a_at) != HAK_REG_FOREIGN; waited++) {
     usleep((useconds_t)hak_ace_value(hak_knob_bigcache_delay_ms) * 1000 / 4 + 20000);
-    char *b = malloc(300000); /* the large path runs the BigCache tick first */
-    escape(b);
-    free(b);
+    hak_bigcache_tick();   /* as the large path and the purger do */
   }
   CHECK(hak_registry_kind(a_at) == HAK_REG_FOREIGN, "expired BigCache entry still mapped");
   hak_option_set(hak_option_bigcache_delay_ms, old_delay);
@@ -361,6 +359,10 @@ static void test_bigcache_fit(void) {
         (unsigned long long)(st.os_maps - maps));
   free(fresh);
   free(grown);
+  char *huge = malloc((size_t)5 << 30);   /* past the bins' 4 GiB: grows the 8 MiB entry */
+  CHECK(huge != NULL, "a 5 GiB request with entries cached failed");
+  if (huge) huge[((size_t)5 << 30) - 1] = 1;
+  free(huge);
 }
 
 /* SuperSlabs come from the arena, and one given back (no pool slot left)
