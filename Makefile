@@ -121,10 +121,15 @@ uninstall:
 # --- benchmarks (bench/README.md)
 # `make bench` runs every workload under glibc, hakmem and the peer
 # allocators found (BENCH_SCALE=1 BENCH_RUNS=5 by default, < 10 min on 2
-# cores); `make peers` installs the peers; `make bench-perf` counts
-# instructions per operation; `make soak` runs the long soak (SOAK_MINUTES,
-# default 5, balanced then lean); `make ab` compares HEAD~1 with HEAD
-# (make ab REV_A=x REV_B=y, or bench/ab.sh REV_A REV_B [WORKLOAD...]).
+# cores); `make bench-real` runs real programs (python3, perl, sort, xz,
+# git, sqlite3, g++) the same way and checks their output against glibc's
+# (BENCH_RUNS=3 by default); `make bench-classic` runs mimalloc-bench's
+# classic programs (cfrac, espresso, barnes, ...) the same way, built from
+# its sources at bench time; `make peers` installs the peers; `make
+# bench-perf` counts instructions per operation; `make soak` runs the long
+# soak (SOAK_MINUTES, default 5, balanced then lean); `make ab` compares
+# HEAD~1 with HEAD (make ab REV_A=x REV_B=y, or bench/ab.sh REV_A REV_B
+# [WORKLOAD...]).
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c)) \
            $(patsubst bench/%.cc,$(B)/bench/%,$(wildcard bench/*.cc))
 BENCH_TOOLS := $(B)/bench/tools/runone $(B)/bench/tools/libbump.so
@@ -141,9 +146,13 @@ $(B)/bench/tools/libbump.so: bench/tools/bump.c | $(B)/bench/tools
 $(B)/bench $(B)/bench/tools:
 	mkdir -p $@
 
-.PHONY: bench bench-perf bench-smoke peers ab soak
+.PHONY: bench bench-real bench-classic bench-perf bench-smoke peers ab soak
 bench: $(B)/libhakmem.so bench-programs
 	python3 bench/run.py
+bench-real: $(B)/libhakmem.so $(BENCH_TOOLS)
+	python3 bench/real.py
+bench-classic: $(B)/libhakmem.so $(BENCH_TOOLS)
+	python3 bench/real.py --classic
 bench-perf: $(B)/libhakmem.so bench-programs
 	python3 bench/perf.py
 soak: $(B)/libhakmem.so bench-programs

@@ -2,9 +2,10 @@
 
 - allocators(): glibc, hakmem and the peer allocators that are installed;
   announce(): those and the machine, printed as a runner's first lines;
-- run_once(): one run of one benchmark program under one allocator, timed
-  and measured with wait4() (see bench/tools/runone.c for why the wait4 is
-  done by a small helper process rather than by Python itself);
+- run_once(): one run of one program (a benchmark's, or any program's for
+  bench/real.py) under one allocator, timed and measured with wait4() (see
+  bench/tools/runone.c for why the wait4 is done by a small helper process
+  rather than by Python itself);
 - parse_result(): the program's own result line;
 - machine_info(): CPU, cores, kernel, compiler and allocator versions.
 """
@@ -175,12 +176,17 @@ def signame(n):
         return "signal %d" % n
 
 
-def run_once(argv, preload, timeout=120.0, result_name=None, env=()):
+def run_once(argv, preload, timeout=120.0, result_name=None, env=(), stdout_file=None,
+             result=True):
     """Runs argv once with LD_PRELOAD=preload ('' = none) and the NAME=VALUE
     settings in env. Returns a dict: ok, error, figure, unit, fields,
-    wall_s, maxrss_kib, minflt, stdout, stderr, status."""
+    wall_s, maxrss_kib, minflt, stdout, stderr, status. With stdout_file,
+    the program's output goes to that file (and stdout is ''); with
+    result=False, no result line is expected (ok: exit 0, allocator
+    preloaded) and there is no figure, unit or fields."""
     with tempfile.TemporaryDirectory(prefix="hakbench.") as tmp:
-        fo, fe, fr = (os.path.join(tmp, n) for n in ("out", "err", "rusage"))
+        fe, fr = (os.path.join(tmp, n) for n in ("err", "rusage"))
+        fo = stdout_file or os.path.join(tmp, "out")
         if os.path.exists(RUNONE):
             cmd = [RUNONE, "-o", fr, "-t", str(timeout), "-e", "LD_PRELOAD=" + preload]
             for e in env:
@@ -199,7 +205,8 @@ def run_once(argv, preload, timeout=120.0, result_name=None, env=()):
                     info[k] = float(v)
             if not info:
                 return {"ok": False, "error": "runone failed (exit %s)" % p.returncode,
-                        "stdout": open(fo).read(), "stderr": open(fe).read()}
+                        "stdout": "" if stdout_file else open(fo).read(),
+                        "stderr": open(fe).read()}
             status, sig, tmo = int(info["status"]), int(info["signal"]), int(info["timeout"])
             wall, maxrss, minflt = info["wall_s"], int(info["maxrss_kib"]), int(info["minflt"])
         else:
@@ -229,7 +236,8 @@ def run_once(argv, preload, timeout=120.0, result_name=None, env=()):
             status = os.WEXITSTATUS(wst) if os.WIFEXITED(wst) else -1
             sig = os.WTERMSIG(wst) if os.WIFSIGNALED(wst) else 0
             maxrss, minflt = ru.ru_maxrss, ru.ru_minflt
-        stdout, stderr = open(fo).read(), open(fe).read()
+        stdout = "" if stdout_file else open(fo).read()
+        stderr = open(fe).read()
     r = {"ok": False, "error": None, "status": status, "wall_s": wall,
          "maxrss_kib": maxrss, "minflt": minflt, "stdout": stdout, "stderr": stderr}
     if tmo:
@@ -240,6 +248,8 @@ def run_once(argv, preload, timeout=120.0, result_name=None, env=()):
         r["error"] = "exit %d" % status
     elif "cannot be preloaded" in stderr:
         r["error"] = "LD_PRELOAD failed: " + stderr.strip().splitlines()[0]
+    elif not result:
+        r["ok"] = True
     else:
         res = parse_result(stdout, result_name)
         if res is None:

@@ -1,0 +1,133 @@
+"""The classic allocation-heavy programs of mimalloc-bench, built from its
+public sources at bench time (never kept in this tree).
+
+Source: $MIMALLOC_BENCH_SRC, a clone of https://github.com/daanx/mimalloc-bench
+(a work tree or a bare repository), else a shallow clone of it made into
+build/bench/classic/ on first use. Its bench/ directory is exported there
+and the six programs are compiled with the system's cc and c++ as its
+CMakeLists.txt compiles them:
+
+- cfrac: factors a 44-digit number by continued fractions (many small bignums);
+- espresso: the Berkeley two-level logic minimizer on its largest example;
+- barnes: the Barnes-Hut n-body simulation of the SPLASH suite;
+- alloc-test1: one thread of alloc-test's random-size alloc/free mix;
+- glibc-simple: glibc's bench-malloc-simple (batches of 16..64 B blocks);
+- malloc-large: 5..25 MiB buffers replaced at random, zero-filled.
+
+build() returns them as bench/real.py's programs() does its own."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+
+import benchlib
+
+URL = "https://github.com/daanx/mimalloc-bench"
+DIR = os.path.join(benchlib.BUILD, "bench", "classic")
+
+CFRAC = ("cfrac.c pops.c pconst.c pio.c pabs.c pneg.c pcmp.c podd.c phalf.c padd.c psub.c "
+         "pmul.c pdivmod.c psqrt.c ppowmod.c atop.c ptoa.c itop.c utop.c ptou.c errorp.c "
+         "pfloat.c pidiv.c pimod.c picmp.c primes.c pcfrac.c pgcd.c").split()
+ESPRESSO = ("cofactor.c cols.c compl.c contain.c cubestr.c cvrin.c cvrm.c cvrmisc.c cvrout.c "
+            "dominate.c equiv.c espresso.c essen.c exact.c expand.c gasp.c getopt.c gimpel.c "
+            "globals.c hack.c indep.c irred.c main.c map.c matrix.c mincov.c opo.c pair.c part.c "
+            "primes.c reduce.c rows.c set.c setc.c sharp.c sminterf.c solution.c sparse.c unate.c "
+            "utility.c verify.c").split()
+BARNES = "code.c code_io.c load.c grav.c getparam.c util.c".split()
+OLD_C = ["-O2", "-w", "-std=gnu89"]
+
+# (name, compiler, flags, sources under bench/, libraries)
+TARGETS = [
+    ("cfrac", "cc", OLD_C + ["-DNOMEMOPT=1"], ["cfrac/" + f for f in CFRAC], ["-lm"]),
+    ("espresso", "cc", OLD_C, ["espresso/" + f for f in ESPRESSO], ["-lm"]),
+    ("barnes", "cc", OLD_C, ["barnes/" + f for f in BARNES], ["-lm"]),
+    ("alloc-test", "c++", ["-O2", "-w", "-DBENCH=4"],
+     ["alloc-test/test_common.cpp", "alloc-test/allocator_tester.cpp"], ["-lpthread"]),
+    ("glibc-simple", "cc", ["-O2", "-w"], ["glibc-bench/bench-malloc-simple.c"], ["-lpthread"]),
+    ("malloc-large", "c++", ["-O2", "-w", "-std=c++17"], ["malloc-large/malloc-large.cpp"], []),
+]
+
+
+def _git(args, cwd=None):
+    return subprocess.run(["git"] + args, cwd=cwd, capture_output=True)
+
+
+def _source():
+    """A git repository of mimalloc-bench: MIMALLOC_BENCH_SRC or a clone."""
+    src = os.environ.get("MIMALLOC_BENCH_SRC")
+    if src:
+        return src
+    clone = os.path.join(DIR, "mimalloc-bench.git")
+    if not os.path.isdir(clone):
+        os.makedirs(DIR, exist_ok=True)
+        print("cloning %s (once) ..." % URL, file=sys.stderr)
+        r = _git(["clone", "--bare", "--depth", "1", URL, clone])
+        if r.returncode:
+            shutil.rmtree(clone, ignore_errors=True)
+            sys.exit("bench/classic.py: cannot clone %s: %s\nset MIMALLOC_BENCH_SRC to a clone of it"
+                     % (URL, r.stderr.decode().strip()))
+    return clone
+
+
+def build():
+    """Exports bench/ of the source's HEAD (again when HEAD moved) and
+    compiles what is missing; returns the programs to run."""
+    src = _source()
+    head = _git(["rev-parse", "HEAD"], cwd=src)
+    if head.returncode:
+        sys.exit("bench/classic.py: %s is not a git repository of mimalloc-bench" % src)
+    rev = head.stdout.decode().strip()
+    tree = os.path.join(DIR, "src-" + rev[:12])
+    if not os.path.isdir(os.path.join(tree, "bench")):
+        os.makedirs(tree, exist_ok=True)
+        archive = _git(["archive", rev, "bench"], cwd=src)
+        if archive.returncode:
+            sys.exit("bench/classic.py: git archive failed: " + archive.stderr.decode().strip())
+        subprocess.run(["tar", "x"], input=archive.stdout, cwd=tree, check=True)
+    bench = os.path.join(tree, "bench")
+    out = os.path.join(tree, "bin")
+    os.makedirs(out, exist_ok=True)
+    for name, cc, flags, sources, libs in TARGETS:
+        exe = os.path.join(out, name)
+        if os.path.exists(exe):
+            continue
+        print("building %s ..." % name, file=sys.stderr)
+        r = subprocess.run([cc] + flags + ["-o", exe] + [os.path.join(bench, s) for s in sources] + libs,
+                           capture_output=True)
+        if r.returncode:
+            sys.exit("bench/classic.py: %s did not build:\n%s" % (name, r.stderr.decode()[-2000:]))
+    exe = lambda n: os.path.join(out, n)
+    pkg = "mimalloc-bench (built from source)"
+    return [
+        {"name": "cfrac", "pkg": pkg, "argv": [exe("cfrac"), "17545186520507317056371138836327483792789528"],
+         "env": [], "what": "cfrac: factors a 44-digit number by continued fractions", "check": _lines(),
+         "checks": "stdout (the factors)"},
+        {"name": "espresso", "pkg": pkg, "argv": [exe("espresso"), os.path.join(bench, "espresso", "largest.espresso")],
+         "env": [], "what": "espresso: two-level logic minimization of largest.espresso", "check": _lines(),
+         "checks": "stdout"},
+        {"name": "barnes", "pkg": pkg, "env": [], "check": _lines(lambda l: "TIME" not in l and "COMPUTE" not in l),
+         "argv": ["sh", "-c", 'exec "$0" < "$1"', exe("barnes"), os.path.join(bench, "barnes", "input")],
+         "what": "barnes: Barnes-Hut n-body, 163840 bodies", "checks": "stdout but its timing lines"},
+        {"name": "alloc-test1", "pkg": pkg, "argv": [exe("alloc-test"), "1"], "env": [],
+         "what": "alloc-test 1: one thread's random-size alloc/free mix",
+         "check": _lines(lambda l: "ctr =" in l, lambda l: l.split("ctr =")[1]),
+         "checks": "its final counter"},
+        {"name": "glibc-simple", "pkg": pkg, "argv": [exe("glibc-simple")], "env": [],
+         "what": "glibc's bench-malloc-simple: batches of 25..1600 blocks of 16..64 B",
+         "check": _lines(lambda l: False), "checks": "exit status"},
+        {"name": "malloc-large", "pkg": pkg, "argv": [exe("malloc-large")], "env": [],
+         "what": "malloc-large: 5..25 MiB buffers replaced at random, zero-filled",
+         "check": _lines(lambda l: False), "checks": "exit status"},
+    ]
+
+
+def _lines(keep=lambda l: True, part=lambda l: l):
+    """A check: the SHA-256 of the stdout lines kept (those compared with
+    glibc's; none kept: only the exit status counts)."""
+    def check(path):
+        with open(path, errors="replace") as f:
+            kept = [part(l) for l in f.read().splitlines() if keep(l)]
+        return hashlib.sha256("\n".join(kept).encode()).hexdigest()
+    return check
