@@ -1,7 +1,8 @@
 /* The large path: blocks above HAK_MID_MAX get a mapping of their own.
  *
  * The mapping starts on a 2 MiB boundary with the header (hak_large_t) there
- * and the block after it (64 bytes in, or `align` bytes in), so free finds
+ * and the block after it (64 bytes in and a number of cache lines more, up to
+ * a page in all: large_color; or `align` bytes in), so free finds
  * the header by masking the pointer and the registry byte of that chunk says
  * "large". For alignments of 2 MiB and more the block itself starts a chunk;
  * the header then sits in the 64 bytes just below it and the chunk is marked
@@ -133,6 +134,17 @@ static void *large_alloc_huge_aligned(size_t size, size_t align) {
   return user;
 }
 
+/* Where in its first page a large block starts, past the header: one of 64
+ * cache lines, in turn (a golden-ratio sequence). Blocks that all started
+ * at the same offset from a 2 MiB boundary would put the same elements of
+ * arrays a program walks together in the same cache sets (barnes ran 1.2x
+ * slower than with the peers); as jemalloc does for its large extents. */
+static size_t large_color(void) {
+  static _Atomic uint32_t n;
+  uint32_t i = atomic_fetch_add_explicit(&n, 1, memory_order_relaxed);
+  return (size_t)((i * 0x9e3779b9u) >> 26) * 64;
+}
+
 static void *large_alloc(size_t size, size_t align, bool zero) {
   hak_init();
   hak_purger_poll();
@@ -150,7 +162,7 @@ static void *large_alloc(size_t size, size_t align, bool zero) {
     if (!p) errno = ENOMEM;
     return p;
   }
-  size_t off = align > LARGE_HEADER ? align : LARGE_HEADER;
+  size_t off = align > LARGE_HEADER ? align : LARGE_HEADER + large_color();
   size_t need = off + size;
   size_t map_size = large_round(need);
   hak_large_t *hdr = hak_bigcache_take(need);
