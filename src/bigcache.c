@@ -8,7 +8,8 @@
  * without touching memory it does not own yet; a single compare-and-swap
  * takes it. A request is served from its own bin or the next ones up to
  * twice its size; failing that, by the nearest entry of another size, which
- * large.c cuts to size (no system call; the rest is cached on its own), or
+ * large.c cuts to size (the rest is cached on its own; one munmap at most,
+ * of the pages between the block's end and the rest's 2 MiB boundary), or
  * for a big one (GROW_MIN) grows with mremap: where a new mapping's pages
  * would each cost a page fault when the program touches them (a 16 MiB
  * one, 4096). Entries expire after BIGCACHE_DELAY_MS;
