@@ -27,7 +27,7 @@ static void *slab_next(hak_slab_t *s, void *p) {
   if (HAK_SECURE) {
     uintptr_t a = (uintptr_t)next;
     hak_superslab_t *ss = hak_ss_of(s);
-    if (w[1] != hak_free_mark() ||
+    if (w[1] != hak_free_mark_at(p) ||
         (next && (hak_ss_of(next) != ss || hak_slab_of(ss, a) != s || !hak_is_block(hak_unit_of(ss, a), a))))
       hak_fatal_corrupt("malloc", p);
     w[0] = hak_link_end(p);
@@ -52,7 +52,7 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
     char *p = (char *)s->start + (size_t)s->carved * bs;
     memmove(out + k, out, n * sizeof(void *));
     for (uint32_t i = 0; i < k; i++, p += bs) {
-      hak_block_set_free((uintptr_t *)p, hak_free_mark());
+      hak_block_set_free((uintptr_t *)p, hak_free_mark_at(p));
       out[k - 1 - i] = p;
     }
 #if HAK_SECURE

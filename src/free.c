@@ -32,8 +32,8 @@ static bool block_of_emptied_slab(uintptr_t a) {
  * anything else is an invalid pointer. */
 _Noreturn HAK_COLD void hak_fatal_block(const char *fn, const char *freed, const void *p) {
   uintptr_t a = (uintptr_t)p;
-  bool is_free = hak_is_block(hak_unit_of(hak_ss_of(p), a), a) ? ((const uintptr_t *)p)[1] == hak_free_mark()
-                                                                 : block_of_emptied_slab(a);
+  hak_slab_t *u = hak_unit_of(hak_ss_of(p), a);
+  bool is_free = hak_is_block(u, a) ? ((const uintptr_t *)p)[1] == hak_free_mark(u) : block_of_emptied_slab(a);
   hak_fatal_pointer(fn, is_free ? freed : "invalid pointer", p);
 }
 
@@ -161,7 +161,7 @@ size_t hak_block_live_usable(const void *p, const char *fn) {
   uint8_t kind = hak_registry_kind(a);
   if (kind == HAK_REG_SUPERSLAB) {
     hak_slab_t *s = hak_unit_of(hak_ss_of(p), a);
-    return hak_is_block(s, a) && ((const uintptr_t *)p)[1] != hak_free_mark() ? hak_class_size[s->cls] : 0;
+    return hak_is_block(s, a) && ((const uintptr_t *)p)[1] != hak_free_mark(s) ? hak_class_size[s->cls] : 0;
   }
   return kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED ? hak_large_usable(p, kind, fn) : 0;
 }

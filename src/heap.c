@@ -9,7 +9,8 @@
 
 #include "internal.h"
 
-hak_heap_t hak_heap_empty;   /* every cache empty with capacity 0: all paths go slow */
+/* Every cache empty with capacity 0: all paths go slow. */
+hak_heap_t hak_heap_empty = {.cache_small = {[0 ... HAK_TINY_MAX / 16] = &hak_heap_empty.cache[0]}};
 static _Atomic(hak_heap_t *) heaps;
 
 hak_heap_t *hak_heap_list(void) { return atomic_load(&heaps); }
@@ -41,7 +42,7 @@ static void remote_check(hak_heap_t *h, unsigned cls, const void *c, const void 
   if (hak_registry_kind(a) == HAK_REG_SUPERSLAB) {
     hak_superslab_t *ss = hak_ss_of(p);
     hak_slab_t *u = hak_unit_of(ss, a);
-    if (ss->owner == h && u->cls == cls && hak_is_block(u, a) && ((const uintptr_t *)p)[1] == hak_free_mark()) return;
+    if (ss->owner == h && u->cls == cls && hak_is_block(u, a) && ((const uintptr_t *)p)[1] == hak_free_mark(u)) return;
   }
   hak_fatal_corrupt("malloc", c);
 }
@@ -108,7 +109,7 @@ hak_heap_t *hak_heap_new(void) {
 #if HAK_SECURE
   h->random = hak_os_random();
 #endif
-  memcpy(h->cache_of_small, hak_cache_of_small, sizeof h->cache_of_small);
+  for (unsigned i = 0; i <= HAK_TINY_MAX / 16; i++) h->cache_small[i] = &h->cache[hak_class_of_small[i]];
   memcpy(h->cache_of_mid, hak_cache_of_mid, sizeof h->cache_of_mid);
   void **it = (void **)(h + 1);
   if (hak_prof_on) it = (void **)((h->prof = (hak_prof_state_t *)it) + 1);   /* near: 16-bit offsets */

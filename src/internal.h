@@ -73,10 +73,8 @@ void hak_stats_slab_bytes(unsigned cls, int64_t bytes);
 
 /* ---- size_class.c */
 extern uint8_t  hak_class_of_small[HAK_TINY_MAX / 16 + 1];
-/* Offset of the class's cache in a heap: by (size + 15) / 16 up to
- * HAK_TINY_MAX, by (size + 127) / 128 above (mid class sizes are multiples
- * of 128). */
-extern uint16_t hak_cache_of_small[HAK_TINY_MAX / 16 + 1];
+/* Offset of the class's cache in a heap by (size + 127) / 128, above
+ * HAK_TINY_MAX (mid class sizes are multiples of 128). */
 extern uint16_t hak_cache_of_mid[HAK_MID_MAX / 128 + 1];
 extern uint32_t hak_class_size[HAK_CLASSES];
 extern uint8_t  hak_class_units[HAK_CLASSES];
@@ -300,9 +298,15 @@ HAK_INLINE uint64_t hak_block_index(const hak_slab_t *s, uintptr_t a) {
  * carved (types.h), in use or not. */
 HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) { return hak_block_index(s, a) < HAK_LOAD_SHARED(s->limit); }
 
-/* The mark a free block carries in its second word: the process's secret,
- * odd and random, so no pointer or small number a program stores matches it. */
-HAK_INLINE uintptr_t hak_free_mark(void) { return hak_secret; }
+/* The mark a free block carries in its second word: the address of the
+ * descriptor of the unit it starts in, which free holds in a register
+ * already; no program has a pointer into a SuperSlab's header, so none
+ * stores one. The secure build xors the process's secret into it, so that
+ * the mark cannot be forged. */
+HAK_INLINE uintptr_t hak_free_mark(const hak_slab_t *unit) { return (uintptr_t)unit ^ (HAK_SECURE ? hak_secret : 0); }
+HAK_INLINE uintptr_t hak_free_mark_at(const void *p) {
+  return hak_free_mark(hak_unit_of(hak_ss_of(p), (uintptr_t)p));
+}
 
 /* ---- secure build (make SECURE=1, docs/secure.md): free lists encoded
  *
@@ -347,7 +351,7 @@ HAK_INLINE void hak_block_set_free(uintptr_t *w, uintptr_t mark) {
 /* Secure build: stop unless the free block p of a cache is as free left it. */
 HAK_INLINE void hak_block_check_free(const void *p, const char *fn) {
   const uintptr_t *w = (const uintptr_t *)p;
-  if (HAK_SECURE && HAK_UNLIKELY((w[0] ^ hak_link_end(p)) | (w[1] ^ hak_free_mark())))
+  if (HAK_SECURE && HAK_UNLIKELY((w[0] ^ hak_link_end(p)) | (w[1] ^ hak_free_mark_at(p))))
     hak_fatal_corrupt(fn, p);
 }
 
@@ -386,20 +390,29 @@ HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
 /* Keep a computed pointer in its register: without this GCC recomputes the
  * address for each field it touches. */
 #define HAK_PIN(p) __asm__("" : "+r"(p))
+/* The same for two pointers, kept out of the return value's register (on
+ * x86-64: in rdx and rcx), so that the block malloc pops is loaded straight
+ * into it. */
+#if defined(__x86_64__)
+#define HAK_PIN_OFF_RESULT(p, q) __asm__("" : "+d"(p), "+c"(q))
+#else
+#define HAK_PIN_OFF_RESULT(p, q) __asm__("" : "+r"(p), "+r"(q))
+#endif
 
-/* malloc: thread-local heap, the class's cache from the heap's own copy of
- * the size tables, pop its top: 17 instructions with the return on x86-64
- * in libhakmem.so (gcc 12, -O2) for tiny sizes, 21 for mid sizes. The empty
- * heap's tables are all zeros: cache 0, empty, so the slow path. */
+/* malloc: thread-local heap, the class's cache from the heap's own size
+ * tables, pop its top: 14 instructions with the return on x86-64 in
+ * libhakmem.so (gcc 12, -O2) for tiny sizes, 19 for mid sizes. The cache
+ * and its top are kept out of the register the block is returned in, which
+ * saves a move. The empty heap's tables all lead to its cache 0, empty, so
+ * to the slow path. */
 HAK_INLINE void *hak_malloc_fast(size_t size) {
   hak_heap_t *h = hak_tls_heap;
-  size_t off;
-  if (HAK_LIKELY(size <= HAK_TINY_MAX)) off = h->cache_of_small[(size + 15) >> 4];
-  else if (size <= HAK_MID_MAX) off = h->cache_of_mid[(size + 127) >> 7];
+  hak_ucache_t *c;
+  if (HAK_LIKELY(size <= HAK_TINY_MAX)) c = h->cache_small[(size + 15) >> 4];
+  else if (size <= HAK_MID_MAX) c = (hak_ucache_t *)((char *)h + h->cache_of_mid[(size + 127) >> 7]);
   else return hak_malloc_slow(size);
-  hak_ucache_t *c = (hak_ucache_t *)((char *)h + off);
-  HAK_PIN(c);
   void **top = c->top;
+  HAK_PIN_OFF_RESULT(c, top);
   if (HAK_UNLIKELY(top == c->items)) return hak_malloc_slow(size);
 #if HAK_STAT >= 2
   c->allocs++;
@@ -425,7 +438,7 @@ HAK_INLINE void hak_free_block(void *p, uintptr_t rel) {
     return;
   }
   uintptr_t *w = (uintptr_t *)p;
-  uintptr_t mark = hak_free_mark();
+  uintptr_t mark = hak_free_mark(s);
   if (HAK_UNLIKELY(w[1] == mark)) {
     hak_free_double(p);
     return;
@@ -437,7 +450,6 @@ HAK_INLINE void hak_free_block(void *p, uintptr_t rel) {
     return;
   }
   hak_ucache_t *c = (hak_ucache_t *)((char *)h->cache + s->cache_off);
-  HAK_PIN(c);
   void **top = c->top;
   if (HAK_UNLIKELY(top == c->end)) {
     hak_free_flush(h, s->cls, p);
@@ -450,7 +462,7 @@ HAK_INLINE void hak_free_block(void *p, uintptr_t rel) {
 #endif
 }
 
-/* free: the arena range check, then hak_free_block: 33 instructions with the
+/* free: the arena range check, then hak_free_block: 32 instructions with the
  * return in libhakmem.so (gcc 12, -O2), no call, no atomic, no stack frame.
  * Everything else (NULL, large blocks, SuperSlabs outside the arena, bad
  * pointers) goes to hak_free_slow. */

@@ -339,8 +339,7 @@ void hak_prof_heap_init(hak_heap_t *h, void **items) {
     items += cap;
   }
   const size_t from = offsetof(hak_heap_t, cache), to = (size_t)((char *)st->counted - (char *)h);
-  for (size_t i = 0; i < sizeof h->cache_of_small / sizeof *h->cache_of_small; i++)
-    h->cache_of_small[i] = (uint16_t)(h->cache_of_small[i] - from + to);
+  for (unsigned i = 0; i <= HAK_TINY_MAX / 16; i++) h->cache_small[i] = &st->counted[hak_class_of_small[i]];
   for (size_t i = 0; i < sizeof h->cache_of_mid / sizeof *h->cache_of_mid; i++)
     h->cache_of_mid[i] = (uint16_t)(h->cache_of_mid[i] - from + to);
   st->random = hak_os_random();

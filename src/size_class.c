@@ -5,7 +5,6 @@
 #include "internal.h"
 
 uint8_t  hak_class_of_small[HAK_TINY_MAX / 16 + 1];
-uint16_t hak_cache_of_small[HAK_TINY_MAX / 16 + 1];
 uint16_t hak_cache_of_mid[HAK_MID_MAX / 128 + 1];
 uint32_t hak_class_size[HAK_CLASSES];
 uint8_t  hak_class_units[HAK_CLASSES];
@@ -41,7 +40,6 @@ void hak_size_class_init(void) {
   for (unsigned i = 0; i <= HAK_TINY_MAX / 16; i++) {
     while (hak_class_size[c] < i * 16u) c++;
     hak_class_of_small[i] = (uint8_t)c;
-    hak_cache_of_small[i] = (uint16_t)offsetof(hak_heap_t, cache[c]);
   }
   for (unsigned i = HAK_TINY_MAX / 128 + 1; i <= HAK_MID_MAX / 128; i++)
     hak_cache_of_mid[i] = (uint16_t)offsetof(hak_heap_t, cache[hak_class_of((size_t)i * 128)]);

@@ -17,9 +17,9 @@
  *   registry    one byte per 2 MiB chunk of the address space saying whether the
  *               chunk is a SuperSlab, the head of a large block, or foreign.
  *
- * Free blocks carry a mark in their second word (a random odd per-process
- * secret); malloc clears it. A free of a block whose mark is already set is a
- * double free.
+ * Free blocks carry a mark in their second word (the address of their unit's
+ * descriptor, hak_free_mark); malloc clears it. A free of a block whose mark
+ * is already set is a double free.
  *
  * The secure build (make SECURE=1, HAK_SECURE, docs/secure.md) adds guard
  * pages (HAK_GUARD): the second page of a SuperSlab, between its header and
@@ -222,10 +222,11 @@ enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };
 
 typedef struct hak_heap_s {
   hak_ucache_t cache[HAK_CLASSES];     /* the fast paths touch only this, */
-  uint16_t     cache_of_small[HAK_TINY_MAX / 16 + 1];   /* and these: copies of hak_cache_of_small */
-  uint16_t     cache_of_mid[HAK_MID_MAX / 128 + 1];     /* and hak_cache_of_mid, addressed from the
-                                          heap pointer malloc already holds; while heap profiling is
-                                          on they point to its counted caches (prof) */
+  hak_ucache_t *cache_small[HAK_TINY_MAX / 16 + 1];   /* and these: the class's cache by
+                                          (size + 15) / 16, and by hak_cache_of_mid, addressed from
+                                          the heap pointer malloc already holds; while heap */
+  uint16_t     cache_of_mid[HAK_MID_MAX / 128 + 1];     /* profiling is on they point to its
+                                          counted caches (prof) */
   struct hak_prof_state_s *prof;       /* heap profiling's state, just after the heap; NULL: off */
   hak_class_counters_t counters[HAK_CLASSES];
   hak_remote_batch_t outgoing[HAK_CLASSES];  /* blocks of other heaps freed here */
