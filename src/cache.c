@@ -169,3 +169,16 @@ HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
   c->frees++;
 #endif
 }
+
+/* free's fast path found the cache full. The caller is the thread using
+ * the SuperSlab's heap, unless it got the thread pointer of a thread of a
+ * forked parent that the child lacks, whose heap nobody uses: then the
+ * block goes to that heap's inbox, as a remote free. */
+HAK_NOINLINE void hak_free_full(void *p, hak_superslab_t *ss, hak_slab_t *s) {
+  hak_heap_t *h = hak_tls_heap;
+  if (HAK_UNLIKELY(ss->owner != h)) {
+    hak_free_remote(p, ss, s);
+    return;
+  }
+  hak_free_flush(h, s->cls, p);
+}

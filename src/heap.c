@@ -17,18 +17,25 @@ hak_heap_t *hak_heap_list(void) { return atomic_load(&heaps); }
 
 /* ---- slab lists (warm pool and full list), owner only */
 
+static hak_slab_link_t *link_of(hak_slab_t *s) {
+  hak_superslab_t *ss = hak_ss_of(s);
+  return &ss->links[s - ss->slabs];
+}
+
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s) {
-  s->prev = NULL;
-  s->next = *list;
-  if (*list) (*list)->prev = s;
+  hak_slab_link_t *l = link_of(s);
+  l->prev = NULL;
+  l->next = *list;
+  if (*list) link_of(*list)->prev = s;
   *list = s;
 }
 
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
-  if (s->prev) s->prev->next = s->next;
-  else *list = s->next;
-  if (s->next) s->next->prev = s->prev;
-  s->next = s->prev = NULL;
+  hak_slab_link_t *l = link_of(s);
+  if (l->prev) link_of(l->prev)->next = l->next;
+  else *list = l->next;
+  if (l->next) link_of(l->next)->prev = l->prev;
+  l->next = l->prev = NULL;
 }
 
 /* ---- remote frees: other threads push batches of this heap's blocks on
@@ -147,10 +154,21 @@ static hak_heap_t *heap_take(void) {
   return h ? h : hak_heap_new();
 }
 
+/* Thread t (0: none) uses heap h from now on: its SuperSlabs say so to
+ * free's fast path, which compares their owner_thread with the caller's
+ * hak_thread_id instead of looking the caller's heap up. A thread that
+ * leaves its heap clears them, so a later thread that gets the same thread
+ * pointer does not take the heap's blocks for its own. */
+static void heap_set_thread(hak_heap_t *h, uintptr_t t) {
+  h->thread = t;
+  for (hak_superslab_t *ss = h->superslabs; ss; ss = ss->next) __atomic_store_n(&ss->owner_thread, t, __ATOMIC_RELAXED);
+}
+
 HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {
   hak_init();
   hak_heap_t *h = heap_take();
   if (!h) return NULL;
+  heap_set_thread(h, hak_thread_id());
   hak_tls_heap = h;
   hak_thread_register(h);
   hak_purger_install();
@@ -224,6 +242,7 @@ void hak_thread_done(void *arg) {
   HAK_TRACK_ENTER();
   hak_tls_heap = &hak_heap_empty;
   thread_exited = true;
+  heap_set_thread(arg, 0);
   heap_release_and_leave(arg, false);
   hak_purger_thread_done();
   HAK_TRACK_LEAVE();

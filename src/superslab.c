@@ -39,6 +39,7 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
     hak_registry_set((uintptr_t)ss, HAK_REG_SUPERSLAB);
   }
   ss->owner = h;
+  __atomic_store_n(&ss->owner_thread, h->thread, __ATOMIC_RELAXED);
   ss->free_units = HAK_UNITS_ALL;
   ss_list_push(&h->superslabs, ss);
   h->empty_superslabs++;
@@ -151,7 +152,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
     s[i].start = (uintptr_t)ss + start;
     s[i].limit = 0;
     s[i].cls = (uint8_t)cls;
-    s[i].cache_off = (uint16_t)(cls * sizeof(hak_ucache_t));
+    s[i].cache = &h->cache[cls];
     s[i].head_delta = (uint8_t)i;
   }
   s->units = (uint8_t)units;

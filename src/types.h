@@ -106,11 +106,12 @@
 enum { HAK_REG_FOREIGN = 0, HAK_REG_SUPERSLAB = 1, HAK_REG_LARGE = 2, HAK_REG_LARGE_ALIGNED = 3 };
 
 struct hak_heap_s;
+typedef struct hak_ucache_s hak_ucache_t;   /* below */
 
 /* A slab descriptor, one per unit. A multi-unit slab keeps its state in its
  * first unit's descriptor (the head); the other units' descriptors repeat the
- * fields the free fast path reads (geometry, class, cache_off) and point back to the head
- * with head_delta, so free never needs the head.
+ * fields the free fast path reads (geometry, class, cache) and point back to
+ * the head with head_delta, so free never needs the head.
  *
  * free accepts a block start below the unit's limit: the slab's carved count
  * as it was when carving last reached this unit, so a block never handed out
@@ -118,23 +119,26 @@ struct hak_heap_s;
  * rest (geometry, head_delta, carved) until the units are used again, so that
  * a late free of one of its blocks can be told as a double free. */
 typedef struct hak_slab_s {
-  uint64_t inverse;        /* of the block size's odd part, mod 2^64 (hak_is_block) */
+  _Alignas(64) uint64_t inverse;   /* of the block size's odd part, mod 2^64 (hak_is_block) */
   uintptr_t start;         /* address of block 0 */
   uint64_t limit;          /* blocks free accepts (see above), 0 when the unit is not
                               in use; 64 bits so that free compares with it in memory */
+  hak_ucache_t *cache;     /* the owning heap's cache of the class */
   uint8_t  cls;
   uint8_t  head_delta;     /* units back to the head descriptor */
   uint8_t  units;          /* span length, head only */
   uint8_t  shift;          /* trailing zero bits of the block size */
-  uint16_t cache_off;      /* offset of the class's cache in a heap */
   uint16_t capacity;       /* blocks the slab holds, head only */
+  uint16_t carved;         /* blocks taken from the never-used tail so far */
   void    *free;           /* local free list, owner only */
   uint32_t used;           /* blocks handed out (to the unified cache or the program) */
-  uint16_t carved;         /* blocks taken from the never-used tail so far */
   uint8_t  in_full;        /* 1: on the heap's full list, 0: on the warm list */
-  uint8_t  reserved;
-  struct hak_slab_s *next, *prev;   /* warm-pool or full list of the owning heap */
 } hak_slab_t;
+
+/* A slab's links in the warm-pool or full list of its heap (head only). */
+typedef struct hak_slab_link_s {
+  hak_slab_t *next, *prev;
+} hak_slab_link_t;
 
 /* A SuperSlab's header. Its owner alone carves and releases slabs; any
  * thread may decommit its free units (a sweep: the background purger,
@@ -156,15 +160,17 @@ typedef struct hak_slab_s {
  * early: the release policy lengthens its delays (release.c). */
 typedef struct hak_superslab_s {
   struct hak_heap_s *owner;
+  uintptr_t owner_thread;  /* hak_thread_id of the thread using the owner, 0: none (heap.c) */
   uint32_t free_units;     /* bit per unit, owner only */
   _Atomic uint32_t aged;   /* dirty units that were dirty at the last deadline already */
   _Atomic uint64_t dirty;  /* see above */
   _Atomic uint64_t purge_at;   /* ms, the dirty units' next deadline (see above), 0: none */
-  struct hak_superslab_s *next, *prev;   /* owning heap's list */
   _Atomic uint32_t purged;     /* units decommitted by a sweep and not taken since */
   uint32_t pad;
   _Atomic uint64_t purged_at;  /* ms of the last sweep that decommitted units */
   hak_slab_t slabs[HAK_UNITS];
+  hak_slab_link_t links[HAK_UNITS];  /* of the slab beginning at each unit */
+  struct hak_superslab_s *next, *prev;   /* owning heap's list */
   uint8_t span_class[HAK_UNITS];   /* 1 + class of the slab that last began at each unit, 0 if none (owner only) */
 } hak_superslab_t;
 #define HAK_DIRTY(w)    ((uint32_t)(w))
@@ -178,7 +184,7 @@ _Static_assert(offsetof(hak_superslab_t, slabs) == 64, "descriptors start on a c
  * with room up to end (pointers, so that each fast path tests and moves the
  * top with no index arithmetic), and (STAT=2) the two counters the fast
  * paths keep and the class, on the same cache line. */
-typedef struct hak_ucache_s {
+struct hak_ucache_s {
   void   **top;
   void   **items;
   void   **end;
@@ -187,7 +193,7 @@ typedef struct hak_ucache_s {
   uint64_t frees;
   uint64_t cls;            /* the class, for malloc's count of bytes requested */
 #endif
-} hak_ucache_t;
+};
 
 /* Per-heap, per-class counters kept on the slow paths (owner only). One
  * list for the struct and for the merge in stats.c. used_blocks and slabs
@@ -233,6 +239,7 @@ typedef struct hak_heap_s {
   hak_slab_t  *warm[HAK_CLASSES];      /* warm pool: slabs with free blocks */
   hak_slab_t  *full[HAK_CLASSES];      /* slabs with nothing left to hand out */
   hak_superslab_t *superslabs;         /* owned; ones with free units first */
+  uintptr_t    thread;                 /* hak_thread_id of the thread using the heap, 0: none */
   uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free */
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
