@@ -1,6 +1,13 @@
 /* The SuperSlab arena: one range of address space reserved at start-up that
- * SuperSlabs are carved from, so that free tells a block of a SuperSlab by
- * one subtraction and one compare, with no table lookup.
+ * SuperSlabs are carved from, and the table of its units' descriptors, in
+ * which free finds the descriptor of any address by a shift and a mask
+ * (hak_arena_unit), with no range check: an address outside the arena finds
+ * the descriptor of some arena unit, whose block check refuses it.
+ *
+ * The block check of a descriptor read while its owner rewrites it may mix
+ * two slabs' geometries, which accepts no address below the unit's SuperSlab
+ * nor 1 MiB past its end (the largest slab); the reservation goes on 2 MiB
+ * past the arena, unused, so that no foreign mapping lies there.
  *
  * Arena SuperSlabs are never unmapped: a hole could be taken by a foreign
  * mapping that free would then take for ours. One given back is decommitted
@@ -14,16 +21,22 @@
 
 uintptr_t hak_arena_base;
 uintptr_t hak_arena_size;
+static hak_slab_t no_units[1];   /* the table while there is no arena: refuses everything */
+hak_slab_t *hak_arena_units = no_units;
+uintptr_t hak_arena_unit_mask;
 static _Atomic size_t carved;                    /* SuperSlabs taken from the untouched end */
 static _Atomic uint64_t given[ARENA_SLOTS / 64];  /* a bit per SuperSlab given back */
 static _Atomic size_t given_count;
 static _Atomic uint64_t placement;               /* secure build: random numbers' state */
 
 void hak_arena_init(void) {
-  void *p = hak_os_reserve_aligned(HAK_ARENA_SIZE, HAK_SS_SIZE);
+  const size_t table = HAK_ARENA_UNITS * sizeof(hak_slab_t);
+  void *p = hak_os_reserve_aligned(HAK_ARENA_SIZE + HAK_SS_SIZE + table, HAK_SS_SIZE);
   if (!p) return;
   hak_arena_base = (uintptr_t)p;
   hak_arena_size = HAK_ARENA_SIZE;
+  hak_arena_units = (hak_slab_t *)(hak_arena_base + HAK_ARENA_SIZE + HAK_SS_SIZE);
+  __atomic_store_n(&hak_arena_unit_mask, (HAK_ARENA_UNITS - 1) * sizeof(hak_slab_t), __ATOMIC_RELEASE);
   if (HAK_SECURE) {   /* every slot is free to take, in random order (hak_arena_take) */
     for (size_t w = 0; w < ARENA_SLOTS / 64; w++) atomic_store_explicit(&given[w], ~0ull, memory_order_relaxed);
     atomic_store_explicit(&given_count, ARENA_SLOTS, memory_order_relaxed);

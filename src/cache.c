@@ -10,11 +10,12 @@
 /* Blocks first..end-1 of slab s have been carved: free accepts them now. The
  * limit of each unit they start in becomes the carved count (types.h). */
 static void slab_accept(hak_slab_t *s, uint32_t first, uint32_t end) {
-  hak_superslab_t *ss = hak_ss_of(s);
+  hak_superslab_t *ss = hak_slab_ss(s);
   uint32_t bs = hak_class_size[s->cls];
   uintptr_t at = s->start - (uintptr_t)ss;   /* of block 0, in the SuperSlab */
-  hak_slab_t *d = &ss->slabs[(at + (uintptr_t)first * bs) >> HAK_UNIT_SHIFT];
-  hak_slab_t *last = &ss->slabs[(at + (uintptr_t)(end - 1) * bs) >> HAK_UNIT_SHIFT];
+  hak_slab_t *slabs = hak_ss_slabs(ss);
+  hak_slab_t *d = &slabs[(at + (uintptr_t)first * bs) >> HAK_UNIT_SHIFT];
+  hak_slab_t *last = &slabs[(at + (uintptr_t)(end - 1) * bs) >> HAK_UNIT_SHIFT];
   for (; d <= last; d++) __atomic_store_n(&d->limit, end, __ATOMIC_RELAXED);
 }
 
@@ -26,7 +27,7 @@ static void *slab_next(hak_slab_t *s, void *p) {
   void *next = hak_link_decode(w[0], p);
   if (HAK_SECURE) {
     uintptr_t a = (uintptr_t)next;
-    hak_superslab_t *ss = hak_ss_of(s);
+    hak_superslab_t *ss = hak_slab_ss(s);
     if (w[1] != hak_free_mark_at(p) ||
         (next && (hak_ss_of(next) != ss || hak_slab_of(ss, a) != s || !hak_is_block(hak_unit_of(ss, a), a))))
       hak_fatal_corrupt("malloc", p);
@@ -174,10 +175,10 @@ HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
  * the SuperSlab's heap, unless it got the thread pointer of a thread of a
  * forked parent that the child lacks, whose heap nobody uses: then the
  * block goes to that heap's inbox, as a remote free. */
-HAK_NOINLINE void hak_free_full(void *p, hak_superslab_t *ss, hak_slab_t *s) {
+HAK_NOINLINE void hak_free_full(void *p, hak_slab_t *s) {
   hak_heap_t *h = hak_tls_heap;
-  if (HAK_UNLIKELY(ss->owner != h)) {
-    hak_free_remote(p, ss, s);
+  if (HAK_UNLIKELY(hak_ss_of(p)->owner != h)) {
+    hak_free_remote(p, s);
     return;
   }
   hak_free_flush(h, s->cls, p);

@@ -49,7 +49,7 @@ HAK_NOINLINE void hak_free_slow(void *p) {
   if (!p) return;
   uint8_t kind = hak_registry_kind((uintptr_t)p);
   if (kind == HAK_REG_SUPERSLAB) {
-    hak_free_block(p, (uintptr_t)p);
+    hak_free_block(p, hak_unit_of(hak_ss_of(p), (uintptr_t)p), hak_free_invalid);
     return;
   }
   if (kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED) {
@@ -57,6 +57,13 @@ HAK_NOINLINE void hak_free_slow(void *p) {
     return;
   }
   hak_fatal_pointer("free", "invalid pointer", p);
+}
+
+/* What free's fast path refused: a bad pointer into the arena, else
+ * anything hak_free_slow sorts out. */
+HAK_NOINLINE void hak_free_other(const void *p) {
+  if (hak_in_arena((uintptr_t)p)) hak_free_invalid(p);
+  else hak_free_slow((void *)p);
 }
 
 /* Push the chain of containers head..tail of blocks of class cls on owner's
@@ -107,7 +114,7 @@ static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab
 #endif
     hak_slab_put_local(h, p);
   } else if (h) {
-    hak_free_remote(p, ss, s);
+    hak_free_remote(p, s);
   } else {   /* an exiting thread, or no memory for a heap: a batch of one */
     if (hak_batch_counted(s->cls)) p[2] = 0;
     inbox_push(ss->owner, s->cls, p, p);
@@ -130,7 +137,8 @@ static HAK_NOINLINE void batch_add(hak_remote_batch_t *b, unsigned cls, hak_heap
  * owner is stable while the block is in use, and heaps are never unmapped.
  * A batch with an owner has a container; the common case, one more address
  * in it, needs no stack frame. */
-HAK_NOINLINE void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s) {
+HAK_NOINLINE void hak_free_remote(void *p, hak_slab_t *s) {
+  hak_superslab_t *ss = hak_ss_of(p);
   hak_heap_t *owner = ss->owner;
   if (HAK_UNLIKELY(owner == hak_prof_heap)) {   /* a sampled block (NULL while profiling is off) */
     hak_prof_free(p);

@@ -18,8 +18,8 @@ hak_heap_t *hak_heap_list(void) { return atomic_load(&heaps); }
 /* ---- slab lists (warm pool and full list), owner only */
 
 static hak_slab_link_t *link_of(hak_slab_t *s) {
-  hak_superslab_t *ss = hak_ss_of(s);
-  return &ss->links[s - ss->slabs];
+  hak_superslab_t *ss = hak_slab_ss(s);
+  return &ss->links[s - hak_ss_slabs(ss)];
 }
 
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s) {
@@ -154,14 +154,17 @@ static hak_heap_t *heap_take(void) {
   return h ? h : hak_heap_new();
 }
 
-/* Thread t (0: none) uses heap h from now on: its SuperSlabs say so to
- * free's fast path, which compares their owner_thread with the caller's
+/* Thread t (0: none) uses heap h from now on: its slabs say so to free's
+ * fast path, which compares their owner_thread with the caller's
  * hak_thread_id instead of looking the caller's heap up. A thread that
  * leaves its heap clears them, so a later thread that gets the same thread
  * pointer does not take the heap's blocks for its own. */
 static void heap_set_thread(hak_heap_t *h, uintptr_t t) {
   h->thread = t;
-  for (hak_superslab_t *ss = h->superslabs; ss; ss = ss->next) __atomic_store_n(&ss->owner_thread, t, __ATOMIC_RELAXED);
+  for (hak_superslab_t *ss = h->superslabs; ss; ss = ss->next) {
+    hak_slab_t *slabs = hak_ss_slabs(ss);
+    for (unsigned u = 0; u < HAK_UNITS; u++) __atomic_store_n(&slabs[u].owner_thread, t, __ATOMIC_RELAXED);
+  }
 }
 
 HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {

@@ -86,6 +86,8 @@ int      hak_class_for_aligned(size_t size, size_t align);   /* -1: not a slab s
 /* ---- arena.c */
 extern uintptr_t hak_arena_base;
 extern uintptr_t hak_arena_size;   /* 0: no arena */
+extern hak_slab_t *hak_arena_units;    /* the table of the arena units' descriptors */
+extern uintptr_t hak_arena_unit_mask;  /* (HAK_ARENA_UNITS - 1) * 64; 0 (one zeroed descriptor): no arena */
 void hak_arena_init(void);
 hak_superslab_t *hak_arena_take(void);
 void hak_arena_give(hak_superslab_t *ss);
@@ -119,7 +121,7 @@ void *hak_malloc_slow(size_t size);
 void *hak_malloc_class(unsigned cls, size_t size);   /* ENOMEM and NULL if none */
 void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size);   /* the same, from heap h */
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
-void  hak_free_full(void *p, hak_superslab_t *ss, hak_slab_t *s);
+void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 
 /* ---- superslab.c: SuperSlabs and the slabs carved from them */
@@ -215,7 +217,8 @@ size_t hak_bigcache_bytes(void);
  * (types.h, hak_remote_batch_t). */
 HAK_INLINE bool hak_batch_counted(unsigned cls) { return hak_class_size[cls] >= HAK_BATCH_COUNTED; }
 void hak_free_slow(void *p);
-void hak_free_remote(void *p, hak_superslab_t *ss, hak_slab_t *s);
+void hak_free_other(const void *p);
+void hak_free_remote(void *p, hak_slab_t *s);
 void hak_remote_flush_all(hak_heap_t *h);
 _Noreturn void hak_fatal_pointer(const char *fn, const char *what, const void *p);
 _Noreturn void hak_fatal_block(const char *fn, const char *freed, const void *p);
@@ -269,12 +272,33 @@ HAK_INLINE hak_superslab_t *hak_ss_of(const void *p) {
   return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
 }
 
-/* The descriptor of the unit holding address a: enough for the free fast
- * path (block geometry and class), not the head of a multi-unit slab. */
-HAK_INLINE hak_slab_t *hak_unit_of(hak_superslab_t *ss, uintptr_t a) {
+/* The descriptor of the unit of the arena that would hold address a, for
+ * any a, from the arena's table alone: the arena's
+ * HAK_ARENA_UNITS units fill the table once over in address order modulo
+ * its size, so a unit of the arena finds its own descriptor and any other
+ * address some unit's, whose block check refuses it (a slab's blocks lie in
+ * its units). With no arena the table is one zeroed descriptor, which
+ * refuses everything. */
+HAK_INLINE hak_slab_t *hak_arena_unit(uintptr_t a) {
   _Static_assert(sizeof(hak_slab_t) == 1 << 6, "index scaled by a shift");
-  return (hak_slab_t *)((char *)ss->slabs + ((a >> (HAK_UNIT_SHIFT - 6)) & ((HAK_UNITS - 1) << 6)));
+  return (hak_slab_t *)((char *)hak_arena_units + ((a >> (HAK_UNIT_SHIFT - 6)) & hak_arena_unit_mask));
 }
+
+/* A SuperSlab's unit descriptors: in the arena's table, or in its header
+ * when it is outside the arena. */
+HAK_INLINE hak_slab_t *hak_ss_slabs(hak_superslab_t *ss) {
+  return hak_in_arena((uintptr_t)ss) ? hak_arena_unit((uintptr_t)ss) : ss->own_slabs;
+}
+
+/* The descriptor of the unit of SuperSlab ss holding address a: enough for
+ * the free fast path (block geometry and class), not the head of a
+ * multi-unit slab. */
+HAK_INLINE hak_slab_t *hak_unit_of(hak_superslab_t *ss, uintptr_t a) {
+  return hak_ss_slabs(ss) + ((a >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1));
+}
+
+/* The SuperSlab of a slab in use, from its (head or unit) descriptor. */
+HAK_INLINE hak_superslab_t *hak_slab_ss(const hak_slab_t *s) { return hak_ss_of((const void *)s->start); }
 
 /* The slab (head descriptor) of an address inside a SuperSlab. */
 HAK_INLINE hak_slab_t *hak_slab_of(hak_superslab_t *ss, uintptr_t a) {
@@ -439,17 +463,14 @@ HAK_INLINE void *hak_malloc_fast(size_t size) {
   return p;
 }
 
-/* free of a block of a SuperSlab: unit descriptor by address arithmetic,
- * block and double-free check, owner compare (the thread using the owning
- * heap, heap.c), push on the cache the descriptor names.
- * rel is p's address less any 2 MiB-aligned base (the unit index is the
- * same): free passes its offset in the arena, already in a register. */
-HAK_INLINE void hak_free_block(void *p, uintptr_t rel) {
+/* free of a block of a SuperSlab whose unit descriptor is s: block and
+ * double-free check, owner compare (the thread using the owning heap,
+ * heap.c), push on the cache the descriptor names. refused takes p if it is
+ * no block of s. */
+HAK_INLINE void hak_free_block(void *p, hak_slab_t *s, void (*refused)(const void *)) {
   uintptr_t a = (uintptr_t)p;
-  hak_superslab_t *ss = hak_ss_of(p);
-  hak_slab_t *s = hak_unit_of(ss, rel);
   if (HAK_UNLIKELY(!hak_is_block(s, a))) {
-    hak_free_invalid(p);
+    refused(p);
     return;
   }
   uintptr_t *w = (uintptr_t *)p;
@@ -459,14 +480,14 @@ HAK_INLINE void hak_free_block(void *p, uintptr_t rel) {
     return;
   }
   hak_block_set_free(w, mark);
-  if (HAK_UNLIKELY(HAK_LOAD_SHARED(ss->owner_thread) != hak_thread_id())) {
-    hak_free_remote(p, ss, s);
+  if (HAK_UNLIKELY(HAK_LOAD_SHARED(s->owner_thread) != hak_thread_id())) {
+    hak_free_remote(p, s);
     return;
   }
   hak_ucache_t *c = s->cache;
   void **top = c->top;
   if (HAK_UNLIKELY(top == c->end)) {
-    hak_free_full(p, ss, s);
+    hak_free_full(p, s);
     return;
   }
   *top = p;
@@ -476,18 +497,12 @@ HAK_INLINE void hak_free_block(void *p, uintptr_t rel) {
 #endif
 }
 
-/* free: the arena range check, then hak_free_block: 30 instructions with the
- * return in libhakmem.so (gcc 12, -O2), no call, no atomic, no stack frame.
- * Everything else (NULL, large blocks, SuperSlabs outside the arena, bad
- * pointers) goes to hak_free_slow. */
-HAK_INLINE void hak_free_fast(void *p) {
-  uintptr_t rel = (uintptr_t)p - hak_arena_base;
-  if (HAK_UNLIKELY(rel >= hak_arena_size)) {
-    hak_free_slow(p);
-    return;
-  }
-  hak_free_block(p, rel);
-}
+/* free: the unit descriptor from the arena's table, then hak_free_block:
+ * 26 instructions with the return in libhakmem.so (gcc 12, -O2), no call,
+ * no atomic, no stack frame. Everything the block check refuses (NULL,
+ * large blocks, SuperSlabs outside the arena, bad pointers) goes to
+ * hak_free_other. */
+HAK_INLINE void hak_free_fast(void *p) { hak_free_block(p, hak_arena_unit((uintptr_t)p), hak_free_other); }
 
 /* ---- the entry points' use of the fast paths: what a memory checker is
  * told (track.h; nothing in other builds) */

@@ -28,7 +28,6 @@ hak_superslab_t *hak_shared_pool_pop(void) {
 
 void hak_shared_pool_push(hak_superslab_t *ss) {
   ss->owner = NULL;
-  __atomic_store_n(&ss->owner_thread, 0, __ATOMIC_RELAXED);
   hak_os_decommit((char *)ss + HAK_SS_HEADER, HAK_SS_SIZE - HAK_SS_HEADER);
   unsigned n = (unsigned)hak_opt(hak_option_shared_pool_slots);
   for (unsigned i = 0; i < n; i++) {

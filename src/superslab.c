@@ -24,7 +24,6 @@ static void ss_list_remove(hak_superslab_t **list, hak_superslab_t *ss) {
 static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   hak_superslab_t *ss = hak_shared_pool_pop();
   if (ss) {   /* closed (dirty 0) when it was given up; sweeps only read it */
-    memset(ss->slabs, 0, sizeof ss->slabs);
     memset(ss->span_class, 0, sizeof ss->span_class);
     atomic_store_explicit(&ss->purge_at, 0, memory_order_relaxed);
     atomic_store_explicit(&ss->aged, 0, memory_order_relaxed);
@@ -39,7 +38,7 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
     hak_registry_set((uintptr_t)ss, HAK_REG_SUPERSLAB);
   }
   ss->owner = h;
-  __atomic_store_n(&ss->owner_thread, h->thread, __ATOMIC_RELAXED);
+  memset(hak_ss_slabs(ss), 0, HAK_UNITS * sizeof(hak_slab_t));   /* the table's outlive the SuperSlab */
   ss->free_units = HAK_UNITS_ALL;
   ss_list_push(&h->superslabs, ss);
   h->empty_superslabs++;
@@ -145,7 +144,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   uint32_t bs = hak_class_size[cls];
   uint32_t start = u == 0 ? HAK_SS_HEADER : (uint32_t)u << HAK_UNIT_SHIFT;
   uint32_t bytes = slab_end((unsigned)u, units) - start;
-  hak_slab_t *s = &ss->slabs[u];
+  hak_slab_t *s = &hak_ss_slabs(ss)[u];
   for (unsigned i = 0; i < units; i++) {   /* what free reads, in every unit */
     s[i].inverse = hak_odd_inverse(bs);
     s[i].shift = (uint8_t)__builtin_ctz(bs);
@@ -153,6 +152,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
     s[i].limit = 0;
     s[i].cls = (uint8_t)cls;
     s[i].cache = &h->cache[cls];
+    __atomic_store_n(&s[i].owner_thread, h->thread, __ATOMIC_RELAXED);
     s[i].head_delta = (uint8_t)i;
   }
   s->units = (uint8_t)units;
@@ -171,8 +171,8 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
  * keep what tells its blocks, types.h). */
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   hak_slab_list_remove(s->in_full ? &h->full[s->cls] : &h->warm[s->cls], s);
-  hak_superslab_t *ss = hak_ss_of(s);
-  unsigned u = (unsigned)(s - ss->slabs);
+  hak_superslab_t *ss = hak_slab_ss(s);
+  unsigned u = (unsigned)(s - hak_ss_slabs(ss));
   unsigned units = s->units;
   HAK_COUNT(h->counters[s->cls].slabs, -1);
   if (HAK_STAT) hak_stats_slab_bytes(s->cls, -(int64_t)((uintptr_t)ss + slab_end(u, units) - s->start));

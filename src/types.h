@@ -13,7 +13,8 @@
  *               of 2 MiB and more.
  *   arena       16 GiB of address space reserved at start-up that SuperSlabs
  *               are carved from (when the reservation or the arena runs out,
- *               they are mapped one by one).
+ *               they are mapped one by one), and beside it the table of its
+ *               units' descriptors, which free indexes by address alone.
  *   registry    one byte per 2 MiB chunk of the address space saying whether the
  *               chunk is a SuperSlab, the head of a large block, or foreign.
  *
@@ -99,6 +100,7 @@
 
 /* ---- arena: the address space SuperSlabs are carved from (arena.c) */
 #define HAK_ARENA_SIZE    ((uintptr_t)16 << 30)
+#define HAK_ARENA_UNITS   (HAK_ARENA_SIZE >> HAK_UNIT_SHIFT)   /* a power of two: the table's period */
 
 /* ---- registry */
 #define HAK_ADDR_BITS     47
@@ -124,6 +126,7 @@ typedef struct hak_slab_s {
   uint64_t limit;          /* blocks free accepts (see above), 0 when the unit is not
                               in use; 64 bits so that free compares with it in memory */
   hak_ucache_t *cache;     /* the owning heap's cache of the class */
+  uintptr_t owner_thread;  /* hak_thread_id of the thread using the owning heap, 0: none (heap.c) */
   uint8_t  cls;
   uint8_t  head_delta;     /* units back to the head descriptor */
   uint8_t  units;          /* span length, head only */
@@ -131,7 +134,7 @@ typedef struct hak_slab_s {
   uint16_t capacity;       /* blocks the slab holds, head only */
   uint16_t carved;         /* blocks taken from the never-used tail so far */
   void    *free;           /* local free list, owner only */
-  uint32_t used;           /* blocks handed out (to the unified cache or the program) */
+  uint16_t used;           /* blocks handed out (to the unified cache or the program) */
   uint8_t  in_full;        /* 1: on the heap's full list, 0: on the warm list */
 } hak_slab_t;
 
@@ -160,7 +163,6 @@ typedef struct hak_slab_link_s {
  * early: the release policy lengthens its delays (release.c). */
 typedef struct hak_superslab_s {
   struct hak_heap_s *owner;
-  uintptr_t owner_thread;  /* hak_thread_id of the thread using the owner, 0: none (heap.c) */
   uint32_t free_units;     /* bit per unit, owner only */
   _Atomic uint32_t aged;   /* dirty units that were dirty at the last deadline already */
   _Atomic uint64_t dirty;  /* see above */
@@ -168,7 +170,7 @@ typedef struct hak_superslab_s {
   _Atomic uint32_t purged;     /* units decommitted by a sweep and not taken since */
   uint32_t pad;
   _Atomic uint64_t purged_at;  /* ms of the last sweep that decommitted units */
-  hak_slab_t slabs[HAK_UNITS];
+  hak_slab_t own_slabs[HAK_UNITS];  /* its units' descriptors outside the arena (hak_ss_slabs) */
   hak_slab_link_t links[HAK_UNITS];  /* of the slab beginning at each unit */
   struct hak_superslab_s *next, *prev;   /* owning heap's list */
   uint8_t span_class[HAK_UNITS];   /* 1 + class of the slab that last began at each unit, 0 if none (owner only) */
@@ -178,7 +180,7 @@ typedef struct hak_superslab_s {
 
 _Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
 _Static_assert(sizeof(hak_superslab_t) <= HAK_SS_HEADER, "header fits its page");
-_Static_assert(offsetof(hak_superslab_t, slabs) == 64, "descriptors start on a cache line");
+_Static_assert(offsetof(hak_superslab_t, own_slabs) == 64, "descriptors start on a cache line");
 
 /* Unified cache of one class: a stack of free blocks items[0] .. top[-1]
  * with room up to end (pointers, so that each fast path tests and moves the
