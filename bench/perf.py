@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """make bench-perf: instructions (and, with hardware counters, cycles and
-branches) and page faults per operation for random_mixed and tiny_hot under
+branches) and page faults per operation for random_mixed (16..1040 B, and
+its tiny 16..128 B and mid 1..32 KiB variants) and tiny_hot under
 each allocator.
 
 With working counters (`perf stat -e instructions true` prints a count):
@@ -45,6 +46,8 @@ def cases(scale, mode):
     th_n = s(1000000) if small else s(40000000)
     return [
         ("random_mixed", "random_mixed", lambda n: [str(n), "400", "1"], rm_n, s(20000000)),
+        ("random_mixed_tiny", "random_mixed", lambda n: [str(n), "400", "1", "16", "128"], rm_n, s(20000000)),
+        ("random_mixed_mid", "random_mixed", lambda n: [str(n), "400", "1", "1024", "32768"], rm_n, s(20000000)),
         ("tiny_hot", "tiny_hot", lambda n: [str(n), "32", "16"], th_n, s(40000000)),
     ]
 

@@ -35,6 +35,9 @@ void hak_arena_init(void) {
   if (!p) return;
   hak_arena_base = (uintptr_t)p;
   hak_arena_size = HAK_ARENA_SIZE;
+  /* The table before the mask that indexes it: no other thread runs yet
+   * (hak_init precedes the first thread: pthread_create allocates), but a
+   * free that saw the mask must see the table in any case. */
   hak_arena_units = (hak_slab_t *)(hak_arena_base + HAK_ARENA_SIZE + HAK_SS_SIZE);
   __atomic_store_n(&hak_arena_unit_mask, (HAK_ARENA_UNITS - 1) * sizeof(hak_slab_t), __ATOMIC_RELEASE);
   if (HAK_SECURE) {   /* every slot is free to take, in random order (hak_arena_take) */
