@@ -438,7 +438,7 @@ HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
 #endif
 
 /* malloc: thread-local heap, the class's cache from the heap's own size
- * tables, pop its top: 14 instructions with the return on x86-64 in
+ * tables, pop its top: 15 instructions with the return on x86-64 in
  * libhakmem.so (gcc 12, -O2) for tiny sizes, 19 for mid sizes. The cache
  * and its top are kept out of the register the block is returned in, which
  * saves a move. The empty heap's tables all lead to its cache 0, empty, so
