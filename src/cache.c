@@ -94,6 +94,7 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   if (HAK_UNLIKELY(batch < cap / 2)) batch = refill_ramp(h, cls, batch, cap / 2);
   void **want = c->items + batch;
   HAK_COUNT(h->counters[cls].refills, 1);
+  if (h->flushing[cls] && h->swings[cls] < UINT8_MAX) h->swings[cls]++;
   h->flushing[cls] = 0;
   c->top += hak_heap_take_remote(h, cls, c->top, cap - cap / 4);   /* the cache is empty */
   while (c->top < want) {
@@ -155,6 +156,22 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
   HAK_COUNT(h->counters[cls].flush_blocks, n);
 }
 
+void hak_cache_shrink(hak_ucache_t *c, unsigned cls) { c->end = c->items + hak_class_cache_cap(cls); }
+
+/* A cache that fills up with no flush since its last refill, after it had
+ * run dry since a flush before (a swing: full, empty, full), holds less
+ * than the batches the program frees and allocates: it doubles, up to its
+ * room (hak_class_cache_room), rather than flush blocks the next batch
+ * refills. A thread that leaves its heap shrinks them back. */
+static bool cache_grow(hak_heap_t *h, hak_ucache_t *c, unsigned cls) {
+  if (h->flushing[cls] || !h->swings[cls]) return false;
+  uint32_t cap = hak_cache_cap(c), room = hak_class_cache_room(cls);
+  if (cap >= room) return false;
+  c->end = c->items + (2 * cap < room ? 2 * cap : room);
+  h->swings[cls] = 0;
+  return true;
+}
+
 HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
@@ -162,9 +179,11 @@ HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
    * the FLUSH_ALL_AFTER-th flush with no refill between; shorter runs come
    * and go in steady churn): what stays pins slabs. Not if the tick's
    * allocations took some. */
-  if (c->top == c->end)
-    hak_cache_flush(h, cls, h->flushing[cls] >= FLUSH_ALL_AFTER - 1 ? hak_cache_cap(c) : hak_cache_cap(c) / 2);
-  if (h->flushing[cls] < FLUSH_ALL_AFTER) h->flushing[cls]++;
+  if (c->top != c->end || !cache_grow(h, c, cls)) {
+    if (c->top == c->end)
+      hak_cache_flush(h, cls, h->flushing[cls] >= FLUSH_ALL_AFTER - 1 ? hak_cache_cap(c) : hak_cache_cap(c) / 2);
+    if (h->flushing[cls] < FLUSH_ALL_AFTER) h->flushing[cls]++;
+  }
   *c->top++ = p;
 #if HAK_STAT >= 2
   c->frees++;

@@ -102,13 +102,17 @@ void hak_heap_collect_all(hak_heap_t *h) {
 
 /* ---- lifecycle */
 
-/* A new heap, in the global list: the heap, its caches' items, and while
- * heap profiling is on, its profiling state and its counted caches' items
+/* A new heap, in the global list: the heap, its caches' items (room for
+ * each to grow, which costs address space until used), and while heap
+ * profiling is on, its profiling state and its counted caches' items
  * (prof.c). */
 hak_heap_t *hak_heap_new(void) {
   uint32_t caps[HAK_CLASSES];
   size_t items = 0;
-  for (unsigned c = 0; c < HAK_CLASSES; c++) items += caps[c] = hak_class_cache_cap(c);
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    caps[c] = hak_class_cache_cap(c);
+    items += hak_class_cache_room(c);
+  }
   size_t page = hak_os_page_size();
   size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) + 2 * items * sizeof(void *) : items * sizeof(void *));
   hak_heap_t *h = hak_os_map((bytes + page - 1) & ~(page - 1));
@@ -130,7 +134,7 @@ hak_heap_t *hak_heap_new(void) {
     b->limit = caps[c] >= 8 ? caps[c] / 4 : 1;
     uint32_t words = hak_class_size[c] / sizeof(void *);
     b->room = !hak_batch_counted(c) ? 0 : words - 3 < b->limit - 1 ? words - 3 : b->limit - 1;
-    it += caps[c];
+    it += hak_class_cache_room(c);
   }
   if (hak_prof_on) hak_prof_heap_init(h, it);
   hak_heap_t *old = atomic_load(&heaps);
@@ -220,9 +224,13 @@ void hak_heap_give_back(hak_heap_t *h) {
  * decommitted or passed to the shared pool at once. Returns nonzero if
  * memory went back to the OS. */
 int hak_heap_release_all(hak_heap_t *h, bool now) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_flush(h, c, hak_cache_count(&h->cache[c]));
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    hak_cache_flush(h, c, hak_cache_count(&h->cache[c]));
+    hak_cache_shrink(&h->cache[c], c);
+  }
   if (hak_prof_on) hak_prof_heap_release(h);
   memset(h->refill_batch, 0, sizeof h->refill_batch);   /* the next user starts slowly again */
+  memset(h->swings, 0, sizeof h->swings);
   hak_heap_collect_all(h);
   hak_remote_flush_all(h);
   return hak_release_purge(h, now);

@@ -79,6 +79,7 @@ extern uint16_t hak_cache_of_mid[HAK_MID_MAX / 128 + 1];
 extern uint32_t hak_class_size[HAK_CLASSES];
 extern uint8_t  hak_class_units[HAK_CLASSES];
 uint32_t hak_class_cache_cap(unsigned cls);
+uint32_t hak_class_cache_room(unsigned cls);
 void     hak_size_class_init(void);
 uint64_t hak_odd_inverse(uint32_t divisor);
 int      hak_class_for_aligned(size_t size, size_t align);   /* -1: not a slab size */
@@ -123,6 +124,7 @@ void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size);   /* the same, fro
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
+void  hak_cache_shrink(hak_ucache_t *c, unsigned cls);   /* an empty cache back to its first capacity */
 
 /* ---- superslab.c: SuperSlabs and the slabs carved from them */
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);

@@ -59,6 +59,16 @@ uint32_t hak_class_cache_cap(unsigned cls) {
   return cap < 2 ? 2 : (uint32_t)cap;
 }
 
+/* The most blocks a class's cache grows to when batches of the program
+ * overflow it (cache.c): CACHE_BYTES / size, at most HAK_CACHE_ROOM_MAX,
+ * and no less than it starts with. */
+uint32_t hak_class_cache_room(unsigned cls) {
+  uint32_t cap = hak_class_cache_cap(cls);
+  long room = hak_opt(hak_option_cache_bytes) / (long)hak_class_size[cls];
+  if (room > HAK_CACHE_ROOM_MAX) room = HAK_CACHE_ROOM_MAX;
+  return room > (long)cap ? (uint32_t)room : cap;
+}
+
 /* The smallest class that fits size and whose blocks are all aligned to align:
  * slabs start 4 KiB aligned (tiny, in unit 0) or 64 KiB aligned (otherwise),
  * so a block size that is a multiple of align gives aligned blocks. */

@@ -78,6 +78,8 @@
 #define HAK_CLASSES       (HAK_TINY_CLASSES + 7 * 8)   /* 1 KiB .. 128 KiB: 7 doublings */
 
 
+#define HAK_CACHE_ROOM_MAX 4096   /* blocks a unified cache may grow to (hak_class_cache_room) */
+
 /* ---- upper bounds of the release-policy options (options.c) */
 #define HAK_SHARED_POOL_SLOTS  64
 
@@ -246,6 +248,7 @@ typedef struct hak_heap_s {
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */
+  uint8_t      swings[HAK_CLASSES];    /* refills after a flush since the cache last grew (cache.c) */
   uint16_t     refill_batch[HAK_CLASSES];   /* blocks the next refill takes, 0: a page's worth (cache.c) */
 #if HAK_SECURE
   uint64_t     random;                 /* state of the heap's random numbers (hak_random) */

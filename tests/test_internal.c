@@ -501,6 +501,55 @@ static void test_class_affinity(void) {
   hak_option_set(hak_option_purge_delay_ms, delay);
 }
 
+/* ---- cache growth (cache.c): batches that overflow a class's cache make
+ * it grow until a batch round trip needs no flush and no refill; the
+ * blocks keep their contents; leaving the heap shrinks it back. In a
+ * thread of its own, whose heap starts fresh. */
+#define GROW_BATCH 1000
+
+static void *grow_thread(void *arg) {
+  hak_heap_t *h = hak_heap_get();
+  unsigned cls = hak_class_of(16);
+  hak_ucache_t *c = &h->cache[cls];
+  uint32_t first = hak_cache_cap(c);
+  static unsigned char *blocks[GROW_BATCH];
+  uint64_t flushes = 0, refills = 0;
+  int bad = 0;
+  for (int round = 0; round < 12; round++) {
+    if (round == 8) {
+      flushes = h->counters[cls].flushes;
+      refills = h->counters[cls].refills;
+    }
+    for (int i = 0; i < GROW_BATCH; i++) {
+      blocks[i] = malloc(16);
+      memset(blocks[i], round + i, 16);
+    }
+    for (int i = 0; i < GROW_BATCH; i++) {
+      for (int k = 0; k < 16; k++) bad += blocks[i][k] != (unsigned char)(round + i);
+      free(blocks[i]);
+    }
+  }
+  CHECK(bad == 0, "%d bytes of the batches changed", bad);
+  CHECK(hak_cache_cap(c) >= GROW_BATCH && hak_cache_cap(c) <= hak_class_cache_room(cls),
+        "cache of 16 B holds %u blocks after batches of %d (first %u, room %u)", hak_cache_cap(c), GROW_BATCH, first,
+        hak_class_cache_room(cls));
+  CHECK(h->counters[cls].flushes == flushes && h->counters[cls].refills == refills,
+        "the last 4 rounds flushed %llu and refilled %llu times", (unsigned long long)(h->counters[cls].flushes - flushes),
+        (unsigned long long)(h->counters[cls].refills - refills));
+  *(hak_heap_t **)arg = h;
+  return NULL;
+}
+
+static void test_cache_growth(void) {
+  hak_heap_t *h = NULL;
+  pthread_t t;
+  pthread_create(&t, NULL, grow_thread, &h);
+  pthread_join(t, NULL);
+  unsigned cls = hak_class_of(16);
+  CHECK(h && hak_cache_cap(&h->cache[cls]) == hak_class_cache_cap(cls), "the heap left kept a cache of %u blocks (first %u)",
+        h ? hak_cache_cap(&h->cache[cls]) : 0, hak_class_cache_cap(cls));
+}
+
 /* ---- call stacks (stack.c): the cached walk gives what glibc's backtrace
  * (the DWARF unwinder) gives, after the first frames (the two are called
  * from different lines, and ours starts in hak_stack_capture), in plain calls, in functions whose frame size
@@ -574,6 +623,7 @@ int main(void) {
   test_bigcache_fit();
   test_heap_adoption();
   test_class_affinity();
+  test_cache_growth();
   test_stacks();
   return test_done("internal");
 }
