@@ -156,17 +156,31 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
   HAK_COUNT(h->counters[cls].flush_blocks, n);
 }
 
-void hak_cache_shrink(hak_ucache_t *c, unsigned cls) { c->end = c->items + hak_class_cache_cap(cls); }
+void hak_cache_shrink(hak_heap_t *h, unsigned cls) {
+  hak_ucache_t *c = &h->cache[cls];
+  if (hak_cache_cap(c) == hak_class_cache_cap(cls)) return;
+  c->top = c->items = hak_cache_items_at(h, cls, false);
+  c->end = c->items + hak_class_cache_cap(cls);
+}
 
 /* A cache that fills up with no flush since its last refill, after it had
  * run dry since a flush before (a swing: full, empty, full), holds less
  * than the batches the program frees and allocates: it doubles, up to its
  * room (hak_class_cache_room), rather than flush blocks the next batch
- * refills. A thread that leaves its heap shrinks them back. */
+ * refills. Its first growth moves its items to the room it has apart from
+ * the other classes' (hak_cache_items_at). A thread that leaves its heap
+ * shrinks them back. */
 static bool cache_grow(hak_heap_t *h, hak_ucache_t *c, unsigned cls) {
   if (h->flushing[cls] || !h->swings[cls]) return false;
   uint32_t cap = hak_cache_cap(c), room = hak_class_cache_room(cls);
   if (cap >= room) return false;
+  void **to = hak_cache_items_at(h, cls, true);
+  if (c->items != to) {
+    uint32_t n = hak_cache_count(c);
+    memcpy(to, c->items, n * sizeof(void *));
+    c->items = to;
+    c->top = to + n;
+  }
   c->end = c->items + (2 * cap < room ? 2 * cap : room);
   h->swings[cls] = 0;
   return true;

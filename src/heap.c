@@ -102,19 +102,33 @@ void hak_heap_collect_all(hak_heap_t *h) {
 
 /* ---- lifecycle */
 
-/* A new heap, in the global list: the heap, its caches' items (room for
- * each to grow, which costs address space until used), and while heap
- * profiling is on, its profiling state and its counted caches' items
- * (prof.c). */
+/* Blocks of room a class's cache has to grow into beyond its first items. */
+static uint32_t growth_room(unsigned cls) {
+  uint32_t room = hak_class_cache_room(cls);
+  return room > hak_class_cache_cap(cls) ? room : 0;
+}
+
+/* A heap's mapping: the heap; while heap profiling is on, its profiling
+ * state; the first items of every class's cache, packed; while profiling,
+ * its counted caches' items (prof.c); then the room each class's cache
+ * grows into (cache.c), pages touched only by a cache that grows. */
+void **hak_cache_items_at(hak_heap_t *h, unsigned cls, bool grown) {
+  void **it = hak_prof_on ? (void **)(h->prof + 1) : (void **)(h + 1);
+  for (unsigned c = 0; c < (grown ? HAK_CLASSES : cls); c++) it += hak_class_cache_cap(c);
+  for (unsigned c = 0; grown && c < cls; c++) it += growth_room(c);
+  return it;
+}
+
+/* A new heap, in the global list (see hak_cache_items_at). */
 hak_heap_t *hak_heap_new(void) {
   uint32_t caps[HAK_CLASSES];
-  size_t items = 0;
+  size_t items = 0, grown = 0;
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    caps[c] = hak_class_cache_cap(c);
-    items += hak_class_cache_room(c);
+    items += caps[c] = hak_class_cache_cap(c);
+    grown += growth_room(c);
   }
   size_t page = hak_os_page_size();
-  size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) + 2 * items * sizeof(void *) : items * sizeof(void *));
+  size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) + 2 * items * sizeof(void *) : (items + grown) * sizeof(void *));
   hak_heap_t *h = hak_os_map((bytes + page - 1) & ~(page - 1));
   if (!h) return NULL;
 #if HAK_SECURE
@@ -134,7 +148,7 @@ hak_heap_t *hak_heap_new(void) {
     b->limit = caps[c] >= 8 ? caps[c] / 4 : 1;
     uint32_t words = hak_class_size[c] / sizeof(void *);
     b->room = !hak_batch_counted(c) ? 0 : words - 3 < b->limit - 1 ? words - 3 : b->limit - 1;
-    it += hak_class_cache_room(c);
+    it += caps[c];
   }
   if (hak_prof_on) hak_prof_heap_init(h, it);
   hak_heap_t *old = atomic_load(&heaps);
@@ -226,7 +240,7 @@ void hak_heap_give_back(hak_heap_t *h) {
 int hak_heap_release_all(hak_heap_t *h, bool now) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     hak_cache_flush(h, c, hak_cache_count(&h->cache[c]));
-    hak_cache_shrink(&h->cache[c], c);
+    hak_cache_shrink(h, c);
   }
   if (hak_prof_on) hak_prof_heap_release(h);
   memset(h->refill_batch, 0, sizeof h->refill_batch);   /* the next user starts slowly again */

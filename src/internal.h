@@ -124,7 +124,8 @@ void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size);   /* the same, fro
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
-void  hak_cache_shrink(hak_ucache_t *c, unsigned cls);   /* an empty cache back to its first capacity */
+void  hak_cache_shrink(hak_heap_t *h, unsigned cls);   /* an empty cache back to its first items */
+void **hak_cache_items_at(hak_heap_t *h, unsigned cls, bool grown);   /* heap.c */
 
 /* ---- superslab.c: SuperSlabs and the slabs carved from them */
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);

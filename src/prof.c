@@ -335,7 +335,7 @@ void hak_prof_heap_init(hak_heap_t *h, void **items) {
 #endif
     st->counted[c].top = st->counted[c].items = items;
     st->counted[c].end = items + hak_class_cache_cap(c);
-    items += hak_class_cache_room(c);   /* it trades places with the class's cache */
+    items += hak_class_cache_cap(c);
   }
   const size_t from = offsetof(hak_heap_t, cache), to = (size_t)((char *)st->counted - (char *)h);
   for (unsigned i = 0; i <= HAK_TINY_MAX / 16; i++) h->cache_small[i] = &st->counted[hak_class_of_small[i]];
@@ -352,7 +352,6 @@ void hak_prof_heap_release(hak_heap_t *h) {
     uint32_t n = hak_cache_count(k);
     for (uint32_t i = 0; i < n; i++) hak_slab_put_local(h, k->items[i]);
     k->top = k->items;
-    hak_cache_shrink(k, c);
     h->prof->left[c] += n;
   }
 }
