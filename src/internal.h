@@ -501,7 +501,7 @@ HAK_INLINE void hak_free_block(void *p, hak_slab_t *s, void (*refused)(const voi
 }
 
 /* free: the unit descriptor from the arena's table, then hak_free_block:
- * 26 instructions with the return in libhakmem.so (gcc 12, -O2), no call,
+ * 25 instructions with the return in libhakmem.so (gcc 12, -O2), no call,
  * no atomic, no stack frame. Everything the block check refuses (NULL,
  * large blocks, SuperSlabs outside the arena, bad pointers) goes to
  * hak_free_other. ThreadSanitizer builds send addresses outside the arena

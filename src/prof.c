@@ -330,12 +330,13 @@ void hak_prof_forget(const void *p) {
 void hak_prof_heap_init(hak_heap_t *h, void **items) {
   hak_prof_state_t *st = h->prof;
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    uint32_t cap = hak_class_cache_cap(c);
 #if HAK_STAT >= 2
     st->counted[c].cls = c;
 #endif
     st->counted[c].top = st->counted[c].items = items;
-    st->counted[c].end = items + hak_class_cache_cap(c);
-    items += hak_class_cache_cap(c);
+    st->counted[c].end = items + cap;
+    items += cap;
   }
   const size_t from = offsetof(hak_heap_t, cache), to = (size_t)((char *)st->counted - (char *)h);
   for (unsigned i = 0; i <= HAK_TINY_MAX / 16; i++) h->cache_small[i] = &st->counted[hak_class_of_small[i]];

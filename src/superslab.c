@@ -38,7 +38,7 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
     hak_registry_set((uintptr_t)ss, HAK_REG_SUPERSLAB);
   }
   ss->owner = h;
-  memset(hak_ss_slabs(ss), 0, HAK_UNITS * sizeof(hak_slab_t));   /* the table's outlive the SuperSlab */
+  memset(hak_ss_slabs(ss), 0, HAK_UNITS * sizeof(hak_slab_t));   /* table entries outlive their SuperSlab */
   ss->free_units = HAK_UNITS_ALL;
   ss_list_push(&h->superslabs, ss);
   h->empty_superslabs++;
