@@ -136,8 +136,8 @@ hak_heap_t *hak_heap_new(void) {
 #endif
   for (unsigned i = 0; i <= HAK_TINY_MAX / 16; i++) h->cache_small[i] = &h->cache[hak_class_of_small[i]];
   memcpy(h->cache_of_mid, hak_cache_of_mid, sizeof h->cache_of_mid);
-  void **it = (void **)(h + 1);
-  if (hak_prof_on) it = (void **)((h->prof = (hak_prof_state_t *)it) + 1);   /* near: 16-bit offsets */
+  if (hak_prof_on) h->prof = (hak_prof_state_t *)(h + 1);   /* near: 16-bit offsets */
+  void **it = hak_cache_items_at(h, 0, false);
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
 #if HAK_STAT >= 2
     h->cache[c].cls = c;

@@ -341,8 +341,8 @@ HAK_INLINE uintptr_t hak_thread_id(void) {
 
 /* The mark a free block carries in its second word: the address of the
  * descriptor of the unit it starts in, which free holds in a register
- * already; no program has a pointer into a SuperSlab's header, so none
- * stores one. The secure build xors the process's secret into it, so that
+ * already; no program has a pointer to hakmem's descriptors (the arena's
+ * table, or a SuperSlab's header), so none stores one. The secure build xors the process's secret into it, so that
  * the mark cannot be forged. */
 HAK_INLINE uintptr_t hak_free_mark(const hak_slab_t *unit) { return (uintptr_t)unit ^ (HAK_SECURE ? hak_secret : 0); }
 HAK_INLINE uintptr_t hak_free_mark_at(const void *p) {
