@@ -85,7 +85,7 @@ static uint32_t refill_ramp(hak_heap_t *h, unsigned cls, uint32_t batch, uint32_
   return batch;
 }
 
-static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
+HAK_NOINLINE uint32_t hak_cache_refill(hak_heap_t *h, unsigned cls) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
   if (c->top != c->items) return hak_cache_count(c);   /* the tick's allocations refilled it */
@@ -112,7 +112,7 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
 
 void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size) {
   hak_ucache_t *c = &h->cache[cls];
-  if (c->top == c->items && cache_refill(h, cls) == 0) {
+  if (c->top == c->items && hak_cache_refill(h, cls) == 0) {
     errno = ENOMEM;
     return NULL;
   }
@@ -156,25 +156,28 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
   HAK_COUNT(h->counters[cls].flush_blocks, n);
 }
 
+/* The first items are the class's own, or while heap profiling, those its
+ * counted cache does not hold (prof.c swaps the two caches' items). */
 void hak_cache_shrink(hak_heap_t *h, unsigned cls) {
   hak_ucache_t *c = &h->cache[cls];
-  if (hak_cache_cap(c) == hak_class_cache_cap(cls)) return;
-  c->top = c->items = hak_cache_items_at(h, cls, false);
-  c->end = c->items + hak_class_cache_cap(cls);
+  void **first = hak_cache_items_at(h, cls, HAK_ITEMS_FIRST);
+  if (hak_prof_on && h->prof->counted[cls].items == first) first = hak_cache_items_at(h, cls, HAK_ITEMS_COUNTED);
+  c->top = c->items = first;
+  c->end = first + h->cache_first[cls];
 }
 
 /* A cache that fills up with no flush since its last refill, after it had
  * run dry since a flush before (a swing: full, empty, full), holds less
  * than the batches the program frees and allocates: it doubles, up to its
- * room (hak_class_cache_room), rather than flush blocks the next batch
+ * room (h->cache_room), rather than flush blocks the next batch
  * refills. Its first growth moves its items to the room it has apart from
  * the other classes' (hak_cache_items_at). A thread that leaves its heap
  * shrinks them back. */
 static bool cache_grow(hak_heap_t *h, hak_ucache_t *c, unsigned cls) {
   if (h->flushing[cls] || !h->swings[cls]) return false;
-  uint32_t cap = hak_cache_cap(c), room = hak_class_cache_room(cls);
+  uint32_t cap = hak_cache_cap(c), room = h->cache_room[cls];
   if (cap >= room) return false;
-  void **to = hak_cache_items_at(h, cls, true);
+  void **to = hak_cache_items_at(h, cls, HAK_ITEMS_GROWN);
   if (c->items != to) {
     uint32_t n = hak_cache_count(c);
     memcpy(to, c->items, n * sizeof(void *));

@@ -103,54 +103,61 @@ void hak_heap_collect_all(hak_heap_t *h) {
 /* ---- lifecycle */
 
 /* Blocks of room a class's cache has to grow into beyond its first items. */
-static uint32_t growth_room(unsigned cls) {
-  uint32_t room = hak_class_cache_room(cls);
-  return room > hak_class_cache_cap(cls) ? room : 0;
-}
+static uint32_t growth_room(uint32_t first, uint32_t room) { return room > first ? room : 0; }
 
 /* A heap's mapping: the heap; while heap profiling is on, its profiling
  * state; the first items of every class's cache, packed; while profiling,
- * its counted caches' items (prof.c); then the room each class's cache
- * grows into (cache.c), pages touched only by a cache that grows. */
-void **hak_cache_items_at(hak_heap_t *h, unsigned cls, bool grown) {
+ * the first items of its counted caches (prof.c); then the room each
+ * class's cache grows into (cache.c), pages touched only by a cache that
+ * grows. */
+void **hak_cache_items_at(hak_heap_t *h, unsigned cls, hak_items_t which) {
   void **it = hak_prof_on ? (void **)(h->prof + 1) : (void **)(h + 1);
-  for (unsigned c = 0; c < (grown ? HAK_CLASSES : cls); c++) it += hak_class_cache_cap(c);
-  for (unsigned c = 0; grown && c < cls; c++) it += growth_room(c);
+  /* how many arrays of every class's first items come before */
+  unsigned before = which == HAK_ITEMS_FIRST ? 0 : which == HAK_ITEMS_COUNTED || !hak_prof_on ? 1 : 2;
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    it += before * h->cache_first[c];
+    if (c < cls) it += which == HAK_ITEMS_GROWN ? growth_room(h->cache_first[c], h->cache_room[c]) : h->cache_first[c];
+  }
   return it;
 }
 
 /* A new heap, in the global list (see hak_cache_items_at). */
 hak_heap_t *hak_heap_new(void) {
-  uint32_t caps[HAK_CLASSES];
+  uint16_t first[HAK_CLASSES], room[HAK_CLASSES];
   size_t items = 0, grown = 0;
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    items += caps[c] = hak_class_cache_cap(c);
-    grown += growth_room(c);
+    items += first[c] = (uint16_t)hak_class_cache_cap(c);
+    room[c] = (uint16_t)hak_class_cache_room(c);
+    grown += growth_room(first[c], room[c]);
   }
   size_t page = hak_os_page_size();
-  size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) + 2 * items * sizeof(void *) : (items + grown) * sizeof(void *));
+  size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) + items * sizeof(void *) : 0) +
+                 (items + grown) * sizeof(void *);
   hak_heap_t *h = hak_os_map((bytes + page - 1) & ~(page - 1));
   if (!h) return NULL;
+  memcpy(h->cache_first, first, sizeof first);
+  memcpy(h->cache_room, room, sizeof room);
 #if HAK_SECURE
   h->random = hak_os_random();
 #endif
   for (unsigned i = 0; i <= HAK_TINY_MAX / 16; i++) h->cache_small[i] = &h->cache[hak_class_of_small[i]];
   memcpy(h->cache_of_mid, hak_cache_of_mid, sizeof h->cache_of_mid);
   if (hak_prof_on) h->prof = (hak_prof_state_t *)(h + 1);   /* near: 16-bit offsets */
-  void **it = hak_cache_items_at(h, 0, false);
+  void **it = hak_cache_items_at(h, 0, HAK_ITEMS_FIRST);
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    uint32_t cap = h->cache_first[c];
 #if HAK_STAT >= 2
     h->cache[c].cls = c;
 #endif
     h->cache[c].top = h->cache[c].items = it;
-    h->cache[c].end = it + caps[c];
+    h->cache[c].end = it + cap;
     hak_remote_batch_t *b = &h->outgoing[c];
-    b->limit = caps[c] >= 8 ? caps[c] / 4 : 1;
+    b->limit = cap >= 8 ? cap / 4 : 1;
     uint32_t words = hak_class_size[c] / sizeof(void *);
     b->room = !hak_batch_counted(c) ? 0 : words - 3 < b->limit - 1 ? words - 3 : b->limit - 1;
-    it += caps[c];
+    it += cap;
   }
-  if (hak_prof_on) hak_prof_heap_init(h, it);
+  if (hak_prof_on) hak_prof_heap_init(h);
   hak_heap_t *old = atomic_load(&heaps);
   do {
     h->next_heap = old;

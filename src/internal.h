@@ -124,8 +124,13 @@ void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size);   /* the same, fro
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
-void  hak_cache_shrink(hak_heap_t *h, unsigned cls);   /* an empty cache back to its first items */
-void **hak_cache_items_at(hak_heap_t *h, unsigned cls, bool grown);   /* heap.c */
+uint32_t hak_cache_refill(hak_heap_t *h, unsigned cls);   /* an empty cache; the blocks it now holds */
+void  hak_cache_shrink(hak_heap_t *h, unsigned cls);   /* an empty cache back to first items */
+/* Where a heap keeps a class's cache items (heap.c): the first items of
+ * its cache, of its counted cache while heap profiling (prof.c), the room
+ * its cache grows into (cache.c). */
+typedef enum { HAK_ITEMS_FIRST, HAK_ITEMS_COUNTED, HAK_ITEMS_GROWN } hak_items_t;
+void **hak_cache_items_at(hak_heap_t *h, unsigned cls, hak_items_t which);
 
 /* ---- superslab.c: SuperSlabs and the slabs carved from them */
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);
@@ -240,7 +245,7 @@ extern hak_heap_t *hak_prof_heap;     /* the sampled blocks' heap, which no thre
 void  hak_prof_init(void);            /* from init, after the options */
 void  hak_prof_ready(void);           /* from the constructor */
 void  hak_prof_at_exit(void);
-void  hak_prof_heap_init(hak_heap_t *h, void **items);   /* h->prof, and room for its counted caches */
+void  hak_prof_heap_init(hak_heap_t *h);   /* h->prof's counted caches and countdowns */
 void  hak_prof_heap_release(hak_heap_t *h);
 void *hak_prof_malloc_class(unsigned cls, size_t size);  /* hak_malloc_class while profiling */
 void  hak_prof_large(hak_large_t *hdr, size_t size);     /* a large allocation, while profiling */

@@ -59,13 +59,11 @@ uint32_t hak_class_cache_cap(unsigned cls) {
   return cap < 2 ? 2 : (uint32_t)cap;
 }
 
-/* The most blocks a class's cache grows to when batches of the program
- * overflow it (cache.c): CACHE_BYTES / size, at most HAK_CACHE_ROOM_MAX,
- * and no less than it starts with. No growth while heap profiling is on:
- * its counted caches trade items with the class's (prof.c). */
+/* The most blocks a class's cache grows to, for a heap created now, when
+ * batches of the program overflow it (cache.c): CACHE_BYTES / size, at
+ * most HAK_CACHE_ROOM_MAX, and no less than it starts with. */
 uint32_t hak_class_cache_room(unsigned cls) {
   uint32_t cap = hak_class_cache_cap(cls);
-  if (hak_prof_on) return cap;
   long room = hak_opt(hak_option_cache_bytes) / (long)hak_class_size[cls];
   if (room > HAK_CACHE_ROOM_MAX) room = HAK_CACHE_ROOM_MAX;
   return room > (long)cap ? (uint32_t)room : cap;

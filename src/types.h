@@ -250,6 +250,8 @@ typedef struct hak_heap_s {
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */
   uint8_t      swings[HAK_CLASSES];    /* refills after a flush since the cache last grew (cache.c) */
   uint16_t     refill_batch[HAK_CLASSES];   /* blocks the next refill takes, 0: a page's worth (cache.c) */
+  uint16_t     cache_first[HAK_CLASSES];    /* a class's cache's first capacity, and the most it grows to, */
+  uint16_t     cache_room[HAK_CLASSES];     /* as the heap was made (the options may change since) */
 #if HAK_SECURE
   uint64_t     random;                 /* state of the heap's random numbers (hak_random) */
 #endif

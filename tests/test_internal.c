@@ -504,14 +504,26 @@ static void test_class_affinity(void) {
 /* ---- cache growth (cache.c): batches that overflow a class's cache make
  * it grow until a batch round trip needs no flush and no refill; the
  * blocks keep their contents; leaving the heap shrinks it back. In a
- * thread of its own, whose heap starts fresh. */
+ * thread of its own, whose heap starts fresh. The cache options change
+ * after the heap is made (a program may set them at any time): the heap
+ * keeps the layout it was made with. */
 #define GROW_BATCH 1000
+
+typedef struct {
+  hak_heap_t *h;
+  uint32_t first;
+} grow_result_t;
 
 static void *grow_thread(void *arg) {
   hak_heap_t *h = hak_heap_get();
   unsigned cls = hak_class_of(16);
   hak_ucache_t *c = &h->cache[cls];
   uint32_t first = hak_cache_cap(c);
+  long bytes = hak_option_get(hak_option_cache_bytes), min = hak_option_get(hak_option_cache_min),
+       max = hak_option_get(hak_option_cache_max);
+  hak_option_set(hak_option_cache_bytes, 64l << 20);
+  hak_option_set(hak_option_cache_min, 64);
+  hak_option_set(hak_option_cache_max, 4096);
   static unsigned char *blocks[GROW_BATCH];
   uint64_t flushes = 0, refills = 0;
   int bad = 0;
@@ -529,25 +541,28 @@ static void *grow_thread(void *arg) {
       free(blocks[i]);
     }
   }
+  hak_option_set(hak_option_cache_bytes, bytes);
+  hak_option_set(hak_option_cache_min, min);
+  hak_option_set(hak_option_cache_max, max);
   CHECK(bad == 0, "%d bytes of the batches changed", bad);
-  CHECK(hak_cache_cap(c) >= GROW_BATCH && hak_cache_cap(c) <= hak_class_cache_room(cls),
+  CHECK(hak_cache_cap(c) >= GROW_BATCH && hak_cache_cap(c) <= h->cache_room[cls],
         "cache of 16 B holds %u blocks after batches of %d (first %u, room %u)", hak_cache_cap(c), GROW_BATCH, first,
-        hak_class_cache_room(cls));
+        h->cache_room[cls]);
   CHECK(h->counters[cls].flushes == flushes && h->counters[cls].refills == refills,
         "the last 4 rounds flushed %llu and refilled %llu times", (unsigned long long)(h->counters[cls].flushes - flushes),
         (unsigned long long)(h->counters[cls].refills - refills));
-  *(hak_heap_t **)arg = h;
+  *(grow_result_t *)arg = (grow_result_t){h, first};
   return NULL;
 }
 
 static void test_cache_growth(void) {
-  hak_heap_t *h = NULL;
+  grow_result_t r = {NULL, 0};
   pthread_t t;
-  pthread_create(&t, NULL, grow_thread, &h);
+  pthread_create(&t, NULL, grow_thread, &r);
   pthread_join(t, NULL);
   unsigned cls = hak_class_of(16);
-  CHECK(h && hak_cache_cap(&h->cache[cls]) == hak_class_cache_cap(cls), "the heap left kept a cache of %u blocks (first %u)",
-        h ? hak_cache_cap(&h->cache[cls]) : 0, hak_class_cache_cap(cls));
+  CHECK(r.h && hak_cache_cap(&r.h->cache[cls]) == r.first, "the heap left kept a cache of %u blocks (first %u)",
+        r.h ? hak_cache_cap(&r.h->cache[cls]) : 0, r.first);
 }
 
 /* ---- call stacks (stack.c): the cached walk gives what glibc's backtrace

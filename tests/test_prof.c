@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 #include "check.h"
@@ -116,6 +117,68 @@ static void read_profile(const char *path, struct totals *t) {
   fclose(f);
 }
 
+/* Caches while profiling (prof.c, cache.c): malloc takes blocks from
+ * counted caches that trade stacks with the classes' caches, which grow
+ * under batches and shrink back when their thread leaves the heap. A thread
+ * churns blocks of 16..64 B at random (the caches swap), then in batches of
+ * 1000 (they grow); a second thread adopts the heap the first left and
+ * does the same. Every live block holds its own number: a block handed out
+ * twice shows as a number overwritten. */
+#define CHURN_SLOTS 256
+#define CHURN_BATCH 1000
+
+static int churn_bad;
+
+static void churn_put(uint32_t *p, uint32_t id, size_t size) {
+  for (size_t i = 0; i < size / 4; i++) p[i] = id;
+}
+
+static void churn_check(const uint32_t *p, uint32_t id, size_t size) {
+  for (size_t i = 0; i < size / 4; i++) churn_bad += p[i] != id;
+}
+
+static void *churn_thread(void *arg) {
+  static uint32_t *slot[CHURN_SLOTS], *batch[CHURN_BATCH];
+  static size_t slot_size[CHURN_SLOTS];
+  static uint32_t slot_id[CHURN_SLOTS];
+  uint32_t id = 0, rng = 12345;
+  for (int op = 0; op < 200000; op++) {
+    rng = rng * 1103515245u + 12345u;
+    unsigned k = (rng >> 8) % CHURN_SLOTS;
+    if (slot[k]) {
+      churn_check(slot[k], slot_id[k], slot_size[k]);
+      T_free(slot[k]);
+    }
+    slot_size[k] = 16 + 16 * ((rng >> 20) % 4);
+    slot[k] = T_malloc(slot_size[k]);
+    churn_put(slot[k], slot_id[k] = ++id, slot_size[k]);
+  }
+  for (int round = 0; round < 12; round++) {
+    size_t size = 16 + 16 * (size_t)(round % 4);
+    uint32_t first = id + 1;
+    for (int i = 0; i < CHURN_BATCH; i++) churn_put(batch[i] = T_malloc(size), ++id, size);
+    for (int i = 0; i < CHURN_BATCH; i++) {
+      churn_check(batch[i], first + (uint32_t)i, size);
+      T_free(batch[i]);
+    }
+  }
+  for (int k = 0; k < CHURN_SLOTS; k++) {
+    churn_check(slot[k], slot_id[k], slot_size[k]);
+    T_free(slot[k]);
+    slot[k] = NULL;
+  }
+  return arg;
+}
+
+static void test_cache_churn(void) {
+  for (int t = 0; t < 2; t++) {
+    pthread_t th;
+    pthread_create(&th, NULL, churn_thread, NULL);
+    pthread_join(th, NULL);
+  }
+  CHECK(churn_bad == 0, "%d words of live blocks changed: a block handed out twice", churn_bad);
+}
+
 static int child(void) {
   enum { MAX = 400000 };
   static void *a[MAX], *b[MAX], *c[MAX];
@@ -124,6 +187,7 @@ static int child(void) {
   size_t ub = site_b(b, 8 << 20, &nb);
   site_c(c, 8 << 20, &nc);
   for (size_t i = 0; i < nc; i++) T_free(c[i]);
+  test_cache_churn();
 
   const char *dir = getenv("TEST_PROF_DIR");
   char path[512];
