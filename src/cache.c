@@ -85,7 +85,7 @@ static uint32_t refill_ramp(hak_heap_t *h, unsigned cls, uint32_t batch, uint32_
   return batch;
 }
 
-HAK_NOINLINE uint32_t hak_cache_refill(hak_heap_t *h, unsigned cls) {
+static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
   if (c->top != c->items) return hak_cache_count(c);   /* the tick's allocations refilled it */
@@ -112,7 +112,7 @@ HAK_NOINLINE uint32_t hak_cache_refill(hak_heap_t *h, unsigned cls) {
 
 void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size) {
   hak_ucache_t *c = &h->cache[cls];
-  if (c->top == c->items && hak_cache_refill(h, cls) == 0) {
+  if (c->top == c->items && cache_refill(h, cls) == 0) {
     errno = ENOMEM;
     return NULL;
   }
@@ -156,10 +156,12 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
   HAK_COUNT(h->counters[cls].flush_blocks, n);
 }
 
-/* The first items are the class's own, or while heap profiling, those its
- * counted cache does not hold (prof.c swaps the two caches' items). */
+/* A cache that grew goes back to first items: its own, or while heap
+ * profiling, those its counted cache does not hold (prof.c swaps the two
+ * caches' items while they have the same room). */
 void hak_cache_shrink(hak_heap_t *h, unsigned cls) {
   hak_ucache_t *c = &h->cache[cls];
+  if (hak_cache_cap(c) == h->cache_first[cls]) return;
   void **first = hak_cache_items_at(h, cls, HAK_ITEMS_FIRST);
   if (hak_prof_on && h->prof->counted[cls].items == first) first = hak_cache_items_at(h, cls, HAK_ITEMS_COUNTED);
   c->top = c->items = first;

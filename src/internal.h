@@ -124,7 +124,6 @@ void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size);   /* the same, fro
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
-uint32_t hak_cache_refill(hak_heap_t *h, unsigned cls);   /* an empty cache; the blocks it now holds */
 void  hak_cache_shrink(hak_heap_t *h, unsigned cls);   /* an empty cache back to first items */
 /* Where a heap keeps a class's cache items (heap.c): the first items of
  * its cache, of its counted cache while heap profiling (prof.c), the room

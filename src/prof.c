@@ -241,38 +241,31 @@ static void *sample_small(unsigned cls, size_t size) {
 }
 
 /* The general case of a counted cache run dry: the countdown drawn or run
- * out, the class's cache empty, holding less than half a counted cache or
- * more than the class may hand out before its next sample, or grown (its
- * items are then not the counted cache's to take), or the counted cache not
- * empty (a sample came from the profiler's heap). The counted cache takes
- * what the class may hand out before its next sample, from the class's
- * cache, which refills while the counted cache holds less than half its
- * room: the blocks of both caches are the class's stock, which a swap does
- * not change, and a small stock would make malloc come here every few
- * blocks. */
+ * out, the class's cache empty, grown (its items are then not the counted
+ * cache's to take) or holding more than the class may hand out before its
+ * next sample, or the counted cache not empty (a sample came from the
+ * profiler's heap). */
 static HAK_NOINLINE void *malloc_counted(hak_heap_t *h, unsigned cls, size_t size) {
-  hak_prof_state_t *st = h->prof;
-  if (!st->left[cls]) st->left[cls] = draw_left(h, cls);
-  if (--st->left[cls] == 0) {
-    st->left[cls] = draw_left(h, cls);
+  if (!h->prof->left[cls]) h->prof->left[cls] = draw_left(h, cls);
+  if (--h->prof->left[cls] == 0) {
+    h->prof->left[cls] = draw_left(h, cls);
     void *p = sample_small(cls, size);
     if (p) return p;
   }
   void *p = hak_heap_pop(h, cls, size);
   if (!p) return NULL;
-  hak_ucache_t *from = &h->cache[cls], *to = &st->counted[cls];
-  for (;;) {
-    uint32_t n = st->left[cls] - 1, have = hak_cache_count(from), room = (uint32_t)(to->end - to->top);
-    n = n < have ? n : have;
-    n = n < room ? n : room;
-    from->top -= n;
-    memcpy(to->top, from->top, n * sizeof(void *));
-    to->top += n;
-    st->left[cls] -= n;
-    if (2 * hak_cache_count(to) >= hak_cache_cap(to) || st->left[cls] == 1 || from->top != from->items ||
-        !hak_cache_refill(h, cls))
-      return p;
-  }
+  /* hand the counted cache what the class may allocate before its next
+   * sample, up to what the class's cache holds */
+  hak_ucache_t *from = &h->cache[cls], *to = &h->prof->counted[cls];
+  uint32_t n = h->prof->left[cls] - 1, have = hak_cache_count(from);
+  uint32_t room = (uint32_t)(to->end - to->top);
+  n = n < have ? n : have;
+  n = n < room ? n : room;
+  from->top -= n;
+  memcpy(to->top, from->top, n * sizeof(void *));
+  to->top += n;
+  h->prof->left[cls] -= n;
+  return p;
 }
 
 void *hak_prof_malloc_class(unsigned cls, size_t size) {
@@ -280,13 +273,13 @@ void *hak_prof_malloc_class(unsigned cls, size_t size) {
   if (HAK_UNLIKELY(h == &hak_heap_empty) && !(h = hak_heap_get())) return hak_malloc_class(cls, size);
   if (HAK_UNLIKELY(in_prof)) return hak_heap_pop(h, cls, size);
   /* the common case: the class may allocate more before its next sample
-   * than its cache holds, at least half a cache; this allocation and the
-   * counted cache take all of it, by swapping the two stacks (of one room),
-   * which copies nothing */
+   * than its cache holds; this allocation and the counted cache take all
+   * of it, by swapping the two stacks (when they have the same room: a
+   * cache that grew keeps its own), which copies nothing */
   hak_prof_state_t *st = h->prof;
   hak_ucache_t *from = &h->cache[cls], *to = &st->counted[cls];
-  uint32_t left = st->left[cls], have = hak_cache_count(from), cap = hak_cache_cap(to);
-  if (HAK_UNLIKELY(left <= have || 2 * have < cap || to->top != to->items || hak_cache_cap(from) != cap))
+  uint32_t left = st->left[cls], have = hak_cache_count(from);
+  if (HAK_UNLIKELY(left <= have || !have || to->top != to->items || hak_cache_cap(from) != hak_cache_cap(to)))
     return malloc_counted(h, cls, size);
   hak_ucache_t t = *from;
   *from = *to;
