@@ -69,7 +69,9 @@ int hak_ace_knob_step(hak_ace_knob_t *k, uint64_t now, unsigned regret, uint64_t
 
 /* Doublings above its start each knob may take, per profile (fast,
  * balanced, lean, auto): the fixed profiles stretch only their delays;
- * auto's BigCache may grow from lean's 16 MiB to balanced's 128 MiB. */
+ * auto's BigCache may grow from lean's 16 MiB to balanced's 128 MiB, or
+ * to BIGCACHE_BLOCKS of the blocks it refuses where those are larger
+ * (budget_room). */
 static const struct {
   hak_option_t option;
   uint8_t max_shift[4];
@@ -132,6 +134,22 @@ static unsigned doublings_to_hold(uint64_t refused) {
   return n ? n : refused != 0;
 }
 
+/* A cache serves a request when one of its entries fits it, from its own
+ * size up to twice that: with a few entries of random sizes it mostly
+ * cannot. Where the blocks it refuses are so large that 128 MiB holds
+ * fewer than BIGCACHE_BLOCKS of them (5 to 25 MiB buffers: 8), auto's
+ * budget may grow to hold that many, which a program of such blocks
+ * otherwise pays in page faults (mimalloc-bench's malloc-large: twice
+ * tcmalloc's). */
+#define BIGCACHE_BLOCKS 16
+static void budget_room(uint64_t refused, uint64_t refusals) {
+  hak_ace_knob_t *k = &knobs[hak_knob_bigcache_budget];
+  if (!refusals || k->max == k->start) return;   /* a fixed profile's budget stays */
+  uint64_t want = refused / refusals * BIGCACHE_BLOCKS, limit = (uint64_t)hak_option_desc(hak_option_bigcache_budget)->max;
+  if (want > limit) want = limit;
+  if ((long)want > k->max) k->max = (long)want;
+}
+
 /* Judge one period. A delay may double once per its own length (its
  * effect shows no sooner); the BigCache budget once per period, since
  * refusals and new mappings in one period show its effect at once (by as
@@ -144,11 +162,13 @@ static unsigned doublings_to_hold(uint64_t refused) {
 static void judge(uint64_t now) {
   uint64_t retaken = taken(HAK_ACE_RETAKEN), expired_missed = taken(HAK_ACE_EXPIRED_MISSED);
   uint64_t refused = taken(HAK_ACE_BIGCACHE_REFUSED), missed = taken(HAK_ACE_BIGCACHE_MISSED);
+  uint64_t refusals = taken(HAK_ACE_BIGCACHE_REFUSALS);
   uint64_t purge = (uint64_t)hak_ace_value(hak_knob_purge_delay_ms);
   uint64_t big = (uint64_t)hak_ace_value(hak_knob_bigcache_delay_ms);
   bool expired_early = expired_missed && expired_missed * EXPIRED_SHARE >= hak_bigcache_bytes();
   hak_ace_knob_step(&knobs[hak_knob_purge_delay_ms], now, retaken != 0, purge, purge);
   hak_ace_knob_step(&knobs[hak_knob_bigcache_delay_ms], now, expired_early, big, big);
+  if (missed) budget_room(refused, refusals);
   hak_ace_knob_step(&knobs[hak_knob_bigcache_budget], now, missed ? doublings_to_hold(refused) : 0, PERIOD_MS, big);
   atomic_fetch_add_explicit(&periods, 1, memory_order_relaxed);
 }

@@ -75,6 +75,7 @@ bool hak_bigcache_put(hak_large_t *hdr) {
   if (atomic_fetch_add(&cached_bytes, size) + size > (size_t)hak_ace_value(hak_knob_bigcache_budget)) {
     atomic_fetch_sub(&cached_bytes, size);
     hak_ace_sign(HAK_ACE_BIGCACHE_REFUSED, size);
+    hak_ace_sign(HAK_ACE_BIGCACHE_REFUSALS, 1);
     return false;
   }
   uint64_t now = hak_os_now_ms();

@@ -161,6 +161,7 @@ typedef enum {
   HAK_ACE_RETAKEN,            /* slab units taken back soon after a sweep decommitted them */
   HAK_ACE_EXPIRED_MISSED,     /* bytes of large allocations mapped anew soon after BigCache entries expired */
   HAK_ACE_BIGCACHE_REFUSED,   /* bytes of freed large blocks the BigCache had no budget left for */
+  HAK_ACE_BIGCACHE_REFUSALS,  /* and how many blocks */
   HAK_ACE_BIGCACHE_MISSED,    /* a large allocation the BigCache could not serve */
   HAK_ACE_SIGNS
 } hak_ace_sign_t;

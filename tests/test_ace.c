@@ -234,11 +234,46 @@ static void test_bigcache_budget(void) {
   CHECK(misses == 0, "a round of 32 blocks still missed %llu times (budget %llu)", misses, k1.value);
   CHECK(k1.value >= 64ull << 20 && k1.value <= k1.max && k1.ups > k0.ups, "budget %llu after %llu steps up", k1.value,
         k1.ups);
+  CHECK(k1.max == 128 << 20, "blocks of 1..2 MiB raised the bound to %llu", k1.max);
   hak_option_set(hak_option_profile, HAK_PROFILE_BALANCED);
   struct hak_knob_stats k2 = knob(hak_knob_bigcache_budget);
   CHECK(k2.value == 128 << 20 && k2.min == k2.max, "balanced: budget %llu, fixed at its option", k2.value);
   hak_option_set(hak_option_profile, HAK_PROFILE_DEFAULT);
   hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_DEFAULT]);
+}
+
+/* Profile auto, blocks so large that 128 MiB holds fewer than 16 of them
+ * (10 of 20..33.5 MiB, each bin of the cache holding one size): the bound
+ * grows to 16 of the refused blocks, and the budget with it until a round
+ * is served from the cache. Only a page of each block is touched. */
+static void test_bigcache_budget_large_blocks(void) {
+  hak_option_set(hak_option_profile, HAK_PROFILE_AUTO);
+  hak_option_set(hak_option_bigcache_delay_ms, 5000);
+  struct hak_knob_stats k0 = knob(hak_knob_bigcache_budget);
+  void *p[10];
+  unsigned long long misses = 0;
+  for (int round = 0; round < 40; round++) {
+    struct hak_stats before, after;
+    hak_stats_get(&before);
+    for (int i = 0; i < 10; i++) {
+      escape(p[i] = malloc((size_t)(20 << 20) + (size_t)i * (3 << 19)));
+      memset(p[i], i, 4096);
+    }
+    for (int i = 0; i < 10; i++) free(p[i]);
+    hak_stats_get(&after);
+    misses = after.bigcache_misses - before.bigcache_misses;
+    if (round > 0 && misses == 0) break;
+    churn_small();
+    nap_ms(PERIOD + 10);
+    churn_small();
+  }
+  struct hak_knob_stats k1 = knob(hak_knob_bigcache_budget);
+  CHECK(misses == 0, "a round of 10 large blocks still missed %llu times (budget %llu)", misses, k1.value);
+  CHECK(k1.value > 128 << 20 && k1.value <= k1.max && k1.max <= 16ull * (34 << 20) && k1.ups > k0.ups,
+        "budget %llu (bound %llu) after %llu steps up", k1.value, k1.max, k1.ups);
+  hak_option_set(hak_option_profile, HAK_PROFILE_DEFAULT);
+  hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_DEFAULT]);
+  hak_trim();
 }
 
 /* The report says what the controller did. */
@@ -265,6 +300,7 @@ int main(void) {
   test_purge_delay_follows_retaking();
   test_bigcache_delay_follows_reuse();
   test_bigcache_budget();
+  test_bigcache_budget_large_blocks();
   test_report();
   return test_done("test_ace");
 }
