@@ -96,6 +96,7 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   HAK_COUNT(h->counters[cls].refills, 1);
   if (h->flushing[cls] && h->swings[cls] < UINT8_MAX) h->swings[cls]++;
   h->flushing[cls] = 0;
+  h->refilled[cls / 64] |= 1ull << (cls % 64);
   c->top += hak_heap_take_remote(h, cls, c->top, cap - cap / 4);   /* the cache is empty */
   while (c->top < want) {
     hak_slab_t *s = h->warm[cls];

@@ -116,6 +116,7 @@ void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room);
 void hak_heap_collect_all(hak_heap_t *h);
+void hak_heap_collect_idle(hak_heap_t *h);
 
 /* ---- cache.c: unified cache refill and flush (the tiny/mid slow paths) */
 void *hak_malloc_slow(size_t size);

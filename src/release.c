@@ -178,7 +178,7 @@ uint64_t hak_release_abandoned(uint64_t now) {
 void hak_release_tick(hak_heap_t *h) {
   hak_purger_poll();
   if (++h->ticks % REMOTE_COLLECT_EVERY == 0) {
-    hak_heap_collect_all(h);
+    hak_heap_collect_idle(h);
     hak_remote_flush_all(h);
     hak_ace_poll(hak_os_now_ms());
   }

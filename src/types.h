@@ -247,6 +247,8 @@ typedef struct hak_heap_s {
   uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free */
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
+  uint64_t     refilled[(HAK_CLASSES + 63) / 64];   /* bit per class whose cache refilled since the last
+                                          sweep of inboxes (release.c) */
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */
   uint8_t      swings[HAK_CLASSES];    /* refills after a flush since the cache last grew (cache.c) */
   uint16_t     refill_batch[HAK_CLASSES];   /* blocks the next refill takes, 0: a page's worth (cache.c) */
