@@ -144,6 +144,56 @@ static void test_remote_free(size_t size, int n) {
   for (int i = 0; i < n; i++) free(remote_blocks[i]);
 }
 
+/* Blocks freed by another thread in the order their owner got them come
+ * back in that order: the cache pops what take_remote lays in out[]
+ * oldest first (a plain chain, containers, a mid class). */
+static void test_remote_order(size_t size, int n) {
+  hak_heap_t *h = hak_heap_get();
+  unsigned cls = hak_class_of(size);
+  remote_n = n;
+  for (int i = 0; i < n; i++) remote_blocks[i] = malloc(size);
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_thread, NULL);
+  pthread_join(t, NULL);
+  static void *out[REMOTE_N];
+  uint32_t got = hak_heap_take_remote(h, cls, out, (uint32_t)n);
+  CHECK(got == (uint32_t)n, "size %zu: %u of %d remotely freed blocks taken", size, got, n);
+  int in_order = 0;
+  for (uint32_t j = 0; j < got; j++) in_order += out[got - 1 - j] == remote_blocks[j];
+  CHECK(in_order == n, "size %zu: %d of %d blocks come back in the order they were freed", size, in_order, n);
+  for (uint32_t j = 0; j < got; j++) hak_slab_put_local(h, out[j]);
+}
+
+/* The release tick's sweep takes the inbox of a class that has not
+ * refilled since the sweep before, and leaves a class in use its inbox
+ * for its next refill, until a sweep finds it idle. */
+static void test_sweep_idle(void) {
+  enum { K = 100 };
+  hak_heap_t *h = hak_heap_get();
+  unsigned busy = hak_class_of(48), idle = hak_class_of(640);
+  remote_n = 2 * K;
+  for (int i = 0; i < K; i++) {
+    remote_blocks[i] = malloc(48);
+    remote_blocks[K + i] = malloc(640);
+  }
+  hak_heap_collect_idle(h);
+  static void *drained[8192];
+  int nd = 0;
+  hak_ucache_t *c = &h->cache[busy];
+  while (c->top != c->items && nd < 8191) drained[nd++] = malloc(48);
+  drained[nd++] = malloc(48);   /* the refill */
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_thread, NULL);
+  pthread_join(t, NULL);
+  CHECK(atomic_load(&h->inbox[busy]) && atomic_load(&h->inbox[idle]), "remote frees did not reach the inboxes");
+  hak_heap_collect_idle(h);
+  CHECK(atomic_load(&h->inbox[idle]) == NULL, "the sweep left the inbox of a class that has not refilled");
+  CHECK(atomic_load(&h->inbox[busy]) != NULL, "the sweep took the inbox of a class that refilled since the last");
+  hak_heap_collect_idle(h);
+  CHECK(atomic_load(&h->inbox[busy]) == NULL, "a second sweep left the inbox of a class that did not refill since");
+  for (int i = 0; i < nd; i++) free(drained[i]);
+}
+
 /* A thread's remote frees travel in batches: a partial batch waits in the
  * freeing thread until it fills up or the thread trims (or exits). */
 static struct {
@@ -631,6 +681,11 @@ int main(void) {
   test_remote_free(640, REMOTE_N);
   test_remote_free(20000, 500);
   test_remote_batch();
+  test_remote_order(16, 1000);
+  test_remote_order(48, 1000);
+  test_remote_order(640, 1000);
+  test_remote_order(20000, 200);
+  test_sweep_idle();
   test_release();
   test_large();
   test_large_moves();
