@@ -201,6 +201,35 @@ static void test_bigcache_delay_follows_reuse(void) {
   hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_DEFAULT]);
 }
 
+/* Rounds of n blocks of size_of(0..n-1) bytes, of which touch bytes are
+ * written (0: all), allocated then freed, a controller period apart, until
+ * a round after the first is served from the BigCache (at most 40). The
+ * last round's misses. */
+static unsigned long long bigcache_rounds(int n, size_t (*size_of)(int), size_t touch) {
+  void *p[32];
+  unsigned long long misses = 0;
+  for (int round = 0; round < 40; round++) {
+    struct hak_stats before, after;
+    hak_stats_get(&before);
+    for (int i = 0; i < n; i++) {
+      size_t size = size_of(i);
+      escape(p[i] = malloc(size));
+      memset(p[i], i, touch ? touch : size);
+    }
+    for (int i = 0; i < n; i++) free(p[i]);
+    hak_stats_get(&after);
+    misses = after.bigcache_misses - before.bigcache_misses;
+    if (round > 0 && misses == 0) break;
+    churn_small();
+    nap_ms(PERIOD + 10);
+    churn_small();
+  }
+  return misses;
+}
+
+static size_t mib_blocks(int i) { return (1 << 20) + (size_t)(i % 8) * (128 << 10); }
+static size_t huge_blocks(int i) { return (size_t)(20 << 20) + (size_t)i * (3 << 19); }
+
 /* Profile auto: 32 large blocks of 1..2 MiB (4 of each of 8 sizes, so that
  * no size bin of the BigCache overflows) freed and taken again overflow its
  * 16 MiB BigCache: blocks are refused, others mapped anew, so the budget
@@ -211,25 +240,7 @@ static void test_bigcache_budget(void) {
   hak_option_set(hak_option_bigcache_delay_ms, 5000);   /* no expiry in between */
   struct hak_knob_stats k0 = knob(hak_knob_bigcache_budget);
   CHECK(k0.value == 16 << 20 && k0.max == 128 << 20, "auto budget %llu, bound %llu", k0.value, k0.max);
-  void *p[32];
-  unsigned long long misses = 0;
-  int round = 0;
-  for (; round < 40; round++) {
-    struct hak_stats before, after;
-    hak_stats_get(&before);
-    for (int i = 0; i < 32; i++) {
-      size_t size = (1 << 20) + (size_t)(i % 8) * (128 << 10);
-      escape(p[i] = malloc(size));
-      memset(p[i], i, size);
-    }
-    for (int i = 0; i < 32; i++) free(p[i]);
-    hak_stats_get(&after);
-    misses = after.bigcache_misses - before.bigcache_misses;
-    if (round > 0 && misses == 0) break;
-    churn_small();
-    nap_ms(PERIOD + 10);
-    churn_small();
-  }
+  unsigned long long misses = bigcache_rounds(32, mib_blocks, 0);
   struct hak_knob_stats k1 = knob(hak_knob_bigcache_budget);
   CHECK(misses == 0, "a round of 32 blocks still missed %llu times (budget %llu)", misses, k1.value);
   CHECK(k1.value >= 64ull << 20 && k1.value <= k1.max && k1.ups > k0.ups, "budget %llu after %llu steps up", k1.value,
@@ -250,23 +261,7 @@ static void test_bigcache_budget_large_blocks(void) {
   hak_option_set(hak_option_profile, HAK_PROFILE_AUTO);
   hak_option_set(hak_option_bigcache_delay_ms, 5000);
   struct hak_knob_stats k0 = knob(hak_knob_bigcache_budget);
-  void *p[10];
-  unsigned long long misses = 0;
-  for (int round = 0; round < 40; round++) {
-    struct hak_stats before, after;
-    hak_stats_get(&before);
-    for (int i = 0; i < 10; i++) {
-      escape(p[i] = malloc((size_t)(20 << 20) + (size_t)i * (3 << 19)));
-      memset(p[i], i, 4096);
-    }
-    for (int i = 0; i < 10; i++) free(p[i]);
-    hak_stats_get(&after);
-    misses = after.bigcache_misses - before.bigcache_misses;
-    if (round > 0 && misses == 0) break;
-    churn_small();
-    nap_ms(PERIOD + 10);
-    churn_small();
-  }
+  unsigned long long misses = bigcache_rounds(10, huge_blocks, 4096);
   struct hak_knob_stats k1 = knob(hak_knob_bigcache_budget);
   CHECK(misses == 0, "a round of 10 large blocks still missed %llu times (budget %llu)", misses, k1.value);
   CHECK(k1.value > 128 << 20 && k1.value <= k1.max && k1.max <= 16ull * (34 << 20) && k1.ups > k0.ups,
