@@ -257,14 +257,16 @@ void  hak_prof_fork_parent(void);
 void  hak_prof_fork_child(void);
 
 /* ---- stack.c: call stacks for the heap profile */
-#define HAK_STACK_MAX 64
 #if defined(__x86_64__)
 #define HAK_STACK_FAST 1   /* the cached walk (stack.c); elsewhere the DWARF unwinder alone */
 #else
 #define HAK_STACK_FAST 0
 #endif
 void     hak_stack_init(void);                /* once, when profiling is on; may allocate */
-uint32_t hak_stack_capture(void **frames, uint32_t max);   /* return addresses outside hakmem, innermost first */
+/* The calling thread's return addresses outside hakmem, innermost first,
+ * into memo (ip + first, depth of them, at most HAK_STACK_MAX); true if
+ * they are the memo's last ones again. */
+bool     hak_stack_capture(hak_stack_memo_t *memo);
 
 /* ---- alloc_aligned.c */
 void *hak_alloc_aligned(size_t align, size_t size);

@@ -27,12 +27,12 @@
 
 #include "internal.h"
 
-#define MAX_FRAMES   HAK_STACK_MAX
 #define STACK_HEADS  16384            /* hash chains of distinct stacks */
 #define CHUNK_BYTES  ((size_t)256 << 10)
 
 bool hak_prof_on;
 hak_heap_t *hak_prof_heap;
+static double class_inverse[HAK_CLASSES];   /* 1 / the class's size */
 
 /* The samples of one size from one stack: pprof scales each line of the
  * profile by its mean size, which is then exact (size_key). */
@@ -97,7 +97,7 @@ static double neg_log(uint64_t r) {
   union {
     double d;
     uint64_t b;
-  } x = {.d = (double)((r >> 11) + 1) * 0x1p-53};
+  } x = {.d = (double)(int64_t)((r >> 11) + 1) * 0x1p-53};
   int e = (int)((x.b >> 52) & 0x7ff) - 1023;
   x.b = (x.b & 0xfffffffffffffull) | 0x3ff0000000000000ull;
   double t = (x.d - 1) / (x.d + 1), t2 = t * t;
@@ -114,33 +114,45 @@ static double draw_bytes(hak_heap_t *h) {
 
 /* Allocations of class cls until its next sample, that one included. */
 static uint32_t draw_left(hak_heap_t *h, unsigned cls) {
-  double k = draw_bytes(h) / hak_class_size[cls];
+  double k = draw_bytes(h) * class_inverse[cls];
   return k >= (double)UINT32_MAX - 1 ? UINT32_MAX : (uint32_t)k + 1;
 }
 
-/* The calling thread's stack into frames, at least one (an unknown one
- * while stacks cannot be taken yet); the number kept. */
-static uint32_t capture(void **frames) {
-  uint32_t n = ready ? hak_stack_capture(frames, MAX_FRAMES) : 0;
-  if (n) return n;
-  frames[0] = NULL;
-  return 1;
+static uint64_t mix(uint64_t x, uint64_t y) {
+  x = (x ^ y) * 0x9e3779b97f4a7c15ull;
+  return x ^ x >> 29;
 }
 
-static uint64_t stack_hash(void *const *frames, uint32_t depth, uint64_t size) {
-  uint64_t x = depth ^ size << 8;
-  for (uint32_t i = 0; i < depth; i++) {
-    x = (x ^ (uintptr_t)frames[i]) * 0x9e3779b97f4a7c15ull;
-    x ^= x >> 29;
+/* The calling thread's stack, into the heap's memo: *frames, at least one
+ * (an unknown one while stacks cannot be taken yet); their number. A stack
+ * other than the heap's last one gets its hash and a new generation (the
+ * records found for the last one are not its). */
+static uint32_t capture(hak_prof_state_t *st, void *const **frames) {
+  static void *const unknown[1] = {NULL};
+  bool same = false;
+  if (ready) same = hak_stack_capture(&st->memo);
+  else st->memo.n = 0;   /* the next stack taken is not the memo's last */
+  uint32_t n = st->memo.depth;
+  *frames = st->memo.ip + st->memo.first;
+  if (!ready || !n) {
+    *frames = unknown;
+    n = 1;
+    same = false;
   }
-  return x;
+  if (!same) {
+    uint64_t x = n;
+    for (uint32_t i = 0; i < n; i++) x = mix(x, (uintptr_t)(*frames)[i]);
+    st->frames_hash = x;
+    st->stack_gen++;
+  }
+  return n;
 }
 
 /* The record of a stack and size, new if it is the first of its kind;
  * NULL without memory. */
-static prof_stack_t *stack_find(void *const *frames, uint32_t depth, uint64_t size) {
+static prof_stack_t *stack_find(void *const *frames, uint32_t depth, uint64_t frames_hash, uint64_t size) {
   if (!heads && !(heads = hak_os_map(STACK_HEADS * sizeof *heads))) return NULL;
-  uint64_t hash = stack_hash(frames, depth, size);
+  uint64_t hash = mix(frames_hash, size);
   prof_stack_t **head = &heads[hash % STACK_HEADS];
   for (prof_stack_t *s = *head; s; s = s->chain)
     if (s->hash == hash && s->size == size && s->depth == depth && !memcmp(s->frames, frames, depth * sizeof(void *)))
@@ -191,9 +203,16 @@ static bool blocks_room(void) {
  * is near 1 anyway). */
 static uint64_t size_key(uint64_t bytes) { return bytes <= HAK_MID_MAX ? bytes : hak_round_eighths(bytes); }
 
-/* Record block p, of `bytes` bytes, allocated from the stack frames. */
-static void record(const void *p, uint64_t bytes, void *const *frames, uint32_t depth) {
-  prof_stack_t *s = stack_find(frames, depth, size_key(bytes));
+/* Record block p, of `bytes` bytes, allocated from the stack frames,
+ * which the heap's state st took last. */
+static void record(hak_prof_state_t *st, const void *p, uint64_t bytes, void *const *frames, uint32_t depth) {
+  uint64_t key = size_key(bytes);
+  hak_prof_found_t *f = &st->found[(key * 0x9e3779b97f4a7c15ull) >> (64 - HAK_PROF_FOUND_BITS)];
+  prof_stack_t *s = f->stack;
+  if (f->gen != st->stack_gen || f->size != key || !s) {
+    s = stack_find(frames, depth, st->frames_hash, key);
+    *f = (hak_prof_found_t){st->stack_gen, key, s};
+  }
   if (!s || !blocks_room()) return;
   size_t j = block_slot((uintptr_t)p);
   while (blocks[j].addr) j = (j + 1) & (blocks_cap - 1);
@@ -228,14 +247,14 @@ static void forget(const void *p) {
 }
 
 /* A sampled block of class cls, from the profiler's heap; NULL if none. */
-static void *sample_small(unsigned cls, size_t size) {
-  void *frames[MAX_FRAMES];
+static void *sample_small(hak_heap_t *h, unsigned cls, size_t size) {
+  void *const *frames;
   in_prof = true;
-  uint32_t depth = capture(frames);
+  uint32_t depth = capture(h->prof, &frames);
   prof_enter();
   void *p = NULL;
   if (hak_prof_heap || (hak_prof_heap = hak_heap_new())) p = hak_heap_pop(hak_prof_heap, cls, size);
-  if (p) record(p, hak_class_size[cls], frames, depth);
+  if (p) record(h->prof, p, hak_class_size[cls], frames, depth);
   prof_leave();
   return p;
 }
@@ -249,7 +268,7 @@ static HAK_NOINLINE void *malloc_counted(hak_heap_t *h, unsigned cls, size_t siz
   if (!h->prof->left[cls]) h->prof->left[cls] = draw_left(h, cls);
   if (--h->prof->left[cls] == 0) {
     h->prof->left[cls] = draw_left(h, cls);
-    void *p = sample_small(cls, size);
+    void *p = sample_small(h, cls, size);
     if (p) return p;
   }
   void *p = hak_heap_pop(h, cls, size);
@@ -295,11 +314,11 @@ void hak_prof_large(hak_large_t *hdr, size_t size) {
   if ((h->prof->large_left -= (int64_t)size) > 0) return;
   double next = draw_bytes(h);
   h->prof->large_left = next > (double)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)next + 1;
-  void *frames[MAX_FRAMES];
+  void *const *frames;
   in_prof = true;
-  uint32_t depth = capture(frames);
+  uint32_t depth = capture(h->prof, &frames);
   prof_enter();
-  record(hdr->user, size, frames, depth);
+  record(h->prof, hdr->user, size, frames, depth);
   hdr->sampled = 1;
   prof_leave();
 }
@@ -344,6 +363,9 @@ void hak_prof_heap_init(hak_heap_t *h) {
   for (size_t i = 0; i < sizeof h->cache_of_mid / sizeof *h->cache_of_mid; i++)
     h->cache_of_mid[i] = (uint16_t)(h->cache_of_mid[i] - from + to);
   st->random = hak_os_random();
+  memset(st->found, 0, sizeof st->found);
+  st->stack_gen = 0;
+  st->memo.n = 0;
 }
 
 /* The counted caches' blocks go back to their slabs, and the counts they
@@ -440,6 +462,7 @@ static void on_signal(int sig) {
 
 void hak_prof_init(void) {
   hak_prof_on = hak_opt(hak_option_prof_sample) > 0;
+  for (unsigned c = 0; c < HAK_CLASSES; c++) class_inverse[c] = 1.0 / hak_class_size[c];
   int sig = (int)hak_opt(hak_option_prof_signal);
   if (hak_prof_on && sig) {
     struct sigaction sa;

@@ -14,7 +14,11 @@
  * coroutine's). The first return address the table does not know (a new call
  * site, a signal frame, a frame whose size changes with alloca) sends the
  * whole stack to the DWARF unwinder again, which teaches the table its
- * frames; a frame where the DWARF walk ended is marked as the stack's end. */
+ * frames; a frame where the DWARF walk ended is marked as the stack's end.
+ * Each heap keeps a memo of its thread's last walk (prof.c): a return
+ * address met again at the same depth takes its distance from there, not
+ * from the shared table, and a stack met again whole is told to the
+ * caller, which then counts the sample in the record it found last. */
 #include <link.h>
 #include <pthread.h>
 #include <unwind.h>
@@ -96,34 +100,55 @@ static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg) {
 
 /* ---- the walk */
 
-/* The return addresses of the calling thread's stack into out (at most
- * max), innermost first, starting with the one into stack_walk's caller. */
-static HAK_NOINLINE uint32_t stack_walk(void **out, uint32_t max) {
+/* The return addresses of the calling thread's stack into memo->ip,
+ * innermost first, starting with the one into stack_walk's caller; their
+ * number. *same: every frame was the memo's last walk's. */
+static HAK_NOINLINE uint32_t stack_walk(hak_stack_memo_t *memo, bool *same) {
+  void **out = memo->ip;
 #if HAK_STACK_FAST
   uintptr_t cfa = (uintptr_t)__builtin_frame_address(0) + 16;   /* rbp is pushed below the return address */
   uintptr_t ip = *(uintptr_t *)(cfa - 8);
-  uint32_t n = 0;
-  unsigned code;
+  uint32_t n = 0, known = memo->n;
+  bool hit = known != 0;
+  unsigned code = CFA_END;
   /* only on the thread's own stack (not a signal stack or a coroutine's),
    * where every address from here to its top is mapped */
   bool own = cfa - stack_lo < stack_top - stack_lo;
-  while (own && n < max && cfa_find(ip, &code)) {
-    out[n++] = (void *)ip;
-    if (code == CFA_END) return n;
+  while (own && n < HAK_STACK_WALK) {
+    if (n < known && (uintptr_t)out[n] == ip) {
+      code = memo->code[n];
+    } else if (cfa_find(ip, &code)) {
+      hit = false;
+      out[n] = (void *)ip;
+      memo->code[n] = (uint16_t)code;
+    } else {
+      break;
+    }
+    n++;
+    if (code == CFA_END) break;
     uintptr_t next = cfa + (uintptr_t)code * 8;
-    if (next > stack_top) break;
+    if (next > stack_top) {
+      n = 0;
+      break;
+    }
     ip = *(uintptr_t *)(next - 8);
     cfa = next;
   }
-  if (n == max) return n;
+  if (n && (code == CFA_END || n == HAK_STACK_WALK)) {
+    *same = hit && n == known;
+    memo->n = n;
+    return n;
+  }
 #endif
-  walk_t w = {out, 0, max, 0, 0, true, false};
+  *same = false;
+  memo->n = 0;   /* the DWARF walk teaches the table, not the memo */
+  walk_t w = {out, 0, HAK_STACK_WALK, 0, 0, true, false};
   if ((_Unwind_Backtrace(walk_frame, &w) == _URC_END_OF_STACK || w.ended) && w.n && HAK_STACK_FAST)
     cfa_learn((uintptr_t)out[w.n - 1], CFA_END);
   return w.n;
 }
 
-uint32_t hak_stack_capture(void **frames, uint32_t max) {
+bool hak_stack_capture(hak_stack_memo_t *memo) {
   if (HAK_STACK_FAST && !stack_top) {   /* once per thread (it may allocate: a profiler's allocation) */
     pthread_attr_t attr;
     void *lo;
@@ -136,12 +161,13 @@ uint32_t hak_stack_capture(void **frames, uint32_t max) {
       pthread_attr_destroy(&attr);
     }
   }
-  void *raw[HAK_STACK_MAX + 8];
-  uint32_t n = stack_walk(raw, HAK_STACK_MAX + 8), first = 0;
-  while (first < n && (uintptr_t)raw[first] - self_lo < self_hi - self_lo) first++;
-  uint32_t k = n - first < max ? n - first : max;
-  memcpy(frames, raw + first, k * sizeof(void *));
-  return k;
+  bool same;
+  uint32_t n = stack_walk(memo, &same), first = 0;
+  if (same) return true;
+  while (first < n && (uintptr_t)memo->ip[first] - self_lo < self_hi - self_lo) first++;
+  memo->first = first;
+  memo->depth = n - first < HAK_STACK_MAX ? n - first : HAK_STACK_MAX;
+  return false;
 }
 
 /* Where hakmem's own code lies, if it is a shared library of its own (a
@@ -163,6 +189,6 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg) {
 
 void hak_stack_init(void) {
   dl_iterate_phdr(find_self, (void *)(uintptr_t)hak_stack_capture);
-  void *frames[4];
-  hak_stack_capture(frames, 4);   /* the unwinder's first call may allocate */
+  hak_stack_memo_t memo = {.n = 0};
+  hak_stack_capture(&memo);   /* the unwinder's first call may allocate */
 }

@@ -266,17 +266,47 @@ typedef struct hak_heap_s {
   _Alignas(64) _Atomic(void *) inbox[HAK_CLASSES];
 } hak_heap_t;
 
+/* Call stacks (stack.c): the frames a profile keeps, and those a walk
+ * takes (hakmem's own frames first, dropped). */
+#define HAK_STACK_MAX  64
+#define HAK_STACK_WALK (HAK_STACK_MAX + 8)
+
+/* A thread's last stack taken (stack.c): the return addresses walked,
+ * innermost first, hakmem's own first ones, which the stack kept skips,
+ * and of the last fast walk, the sizes of their frames. A walk that meets
+ * the same return address at the same depth takes the size from here
+ * rather than from the shared table, and tells its caller when the whole
+ * stack was the same as the last one. */
+typedef struct hak_stack_memo_s {
+  uint32_t  n;                      /* frames of the last fast walk, 0: none */
+  uint32_t  first, depth;           /* the stack kept: ip[first .. first + depth) */
+  uint16_t  code[HAK_STACK_WALK];
+  void     *ip[HAK_STACK_WALK];
+} hak_stack_memo_t;
+
 /* A heap's state while heap profiling is on (prof.c), owner only, in the
  * heap's mapping just after it (its size tables address the counted
  * caches from the heap): the caches malloc pops from, whose every block
  * counts an allocation in advance; the allocations of each class until its
  * next sample; the bytes of large allocations until the next one; the state
- * of the random numbers that draw those. */
+ * of the random numbers that draw those; the heap's last stack taken and
+ * the profile's records of it found so far, by size, which the next
+ * samples from the same stack count in without a look-up. */
+#define HAK_PROF_FOUND_BITS 6
+typedef struct hak_prof_found_s {
+  uint64_t gen, size;                  /* found for the stack of generation gen, this size */
+  struct prof_stack_s *stack;
+} hak_prof_found_t;
+
 typedef struct hak_prof_state_s {
   hak_ucache_t counted[HAK_CLASSES];
   uint32_t     left[HAK_CLASSES];
   int64_t      large_left;
   uint64_t     random;
+  uint64_t     frames_hash;            /* of the last stack's frames */
+  uint64_t     stack_gen;              /* counts the changes of stack */
+  hak_prof_found_t found[1 << HAK_PROF_FOUND_BITS];   /* direct-mapped by size */
+  hak_stack_memo_t memo;
 } hak_prof_state_t;
 
 /* Header of a large block. */

@@ -620,18 +620,28 @@ static void test_cache_growth(void) {
  * from different lines, and ours starts in hak_stack_capture), in plain calls, in functions whose frame size
  * changes (alloca), and in a signal handler on the thread's stack and on
  * a signal stack; each stack is taken three times, so the later ones come
- * from the cache. */
-static int stack_mismatches, stack_checks;
+ * from the cache. Off a signal frame (which the fast walk leaves to the
+ * DWARF unwinder), the third is told to be the second again, from the
+ * memo of the last walk. */
+static int stack_mismatches, stack_checks, stack_repeats, stack_repeats_told;
+static volatile bool in_signal;
 
 static __attribute__((noinline)) void compare_stacks(void) {
-  void *ours[HAK_STACK_MAX], *theirs[HAK_STACK_MAX];
+  static hak_stack_memo_t memo;
+  void *theirs[HAK_STACK_MAX];
   for (int round = 0; round < 3; round++) {
-    uint32_t n = hak_stack_capture(ours, HAK_STACK_MAX);   /* linked statically: from hak_stack_capture on */
-    int m = backtrace(theirs, HAK_STACK_MAX);               /* from compare_stacks on */
+    bool repeat = hak_stack_capture(&memo);    /* linked statically: from hak_stack_capture on */
+    int m = backtrace(theirs, HAK_STACK_MAX);  /* from compare_stacks on */
+    void **ours = memo.ip + memo.first;
+    uint32_t n = memo.depth;
     stack_checks++;
     bool same = m >= 2 && (int)n == m + 1;
     for (int i = 1; same && i < m; i++) same = ours[i + 1] == theirs[i];
     stack_mismatches += !same;
+    if (round == 2 && !in_signal) {
+      stack_repeats++;
+      stack_repeats_told += repeat;
+    }
   }
 }
 
@@ -648,7 +658,11 @@ static __attribute__((noinline)) void nested(int depth) {
   escape(&depth);
 }
 
-static void on_signal(int sig) { nested(3); }
+static void on_signal(int sig) {
+  in_signal = true;
+  nested(3);
+  in_signal = false;
+}
 
 static void test_stacks(void) {
   hak_stack_init();
@@ -665,6 +679,8 @@ static void test_stacks(void) {
   raise(SIGUSR1);
   signal(SIGUSR1, SIG_DFL);
   CHECK(stack_mismatches == 0, "%d of %d stacks differ from backtrace's", stack_mismatches, stack_checks);
+  CHECK(stack_repeats == 9 && stack_repeats_told == stack_repeats, "%d of %d repeated stacks told as repeats",
+        stack_repeats_told, stack_repeats);
 }
 
 int main(void) {
