@@ -97,6 +97,7 @@ HAK_EXPORT int hak_trim(void) {
   hak_heap_t *h = hak_tls_heap;
   if (h != &hak_heap_empty) released |= hak_heap_release_all(h, true);
   released |= hak_heap_trim_abandoned(true);
+  released |= hak_prof_trim();
   hak_release_sweep_all(true, &released);   /* the free units of every other heap */
   released |= hak_shared_pool_trim();
   released |= hak_bigcache_drain();

@@ -29,6 +29,7 @@
 
 #define STACK_HEADS  16384            /* hash chains of distinct stacks */
 #define CHUNK_BYTES  ((size_t)256 << 10)
+#define HEAP_CACHED  8                /* freed sampled blocks the profiler heap keeps a class */
 
 bool hak_prof_on;
 hak_heap_t *hak_prof_heap;
@@ -323,21 +324,29 @@ void hak_prof_large(hak_large_t *hdr, size_t size) {
   prof_leave();
 }
 
+/* A freed sampled block goes to the profiler heap's cache while it holds
+ * fewer than HEAP_CACHED of the class, else back to its slab: no thread
+ * runs that heap's slow paths, so a full-sized cache of its would keep its
+ * blocks, and their slabs, for good (hak_prof_trim returns the rest). */
 void hak_prof_free(void *p) {
   prof_enter();
   forget(p);
   hak_heap_t *h = hak_prof_heap;
-  hak_slab_t *s = hak_unit_of(hak_ss_of(p), (uintptr_t)p);
-  hak_ucache_t *c = &h->cache[s->cls];
-  if (c->top == c->end) {
-    hak_free_flush(h, s->cls, p);
-  } else {
-    *c->top++ = p;
+  hak_ucache_t *c = &h->cache[hak_unit_of(hak_ss_of(p), (uintptr_t)p)->cls];
 #if HAK_STAT >= 2
-    c->frees++;   /* as free's fast path counts (hak_free_flush counts its own) */
+  c->frees++;   /* as free's fast path counts */
 #endif
-  }
+  if (hak_cache_count(c) < HEAP_CACHED) *c->top++ = p;
+  else hak_slab_put_local(h, p);
   prof_leave();
+}
+
+int hak_prof_trim(void) {
+  if (!hak_prof_on) return 0;
+  prof_enter();
+  int released = hak_prof_heap ? hak_heap_release_all(hak_prof_heap, true) : 0;
+  prof_leave();
+  return released;
 }
 
 void hak_prof_forget(const void *p) {

@@ -179,6 +179,28 @@ static void test_cache_churn(void) {
   CHECK(churn_bad == 0, "%d words of live blocks changed: a block handed out twice", churn_bad);
 }
 
+/* Freed sampled blocks go back: the profiler's heap, which no thread
+ * runs, keeps a few of a class, and malloc_trim returns even those. Every
+ * block of these sizes is sampled at SAMPLE. */
+static void test_sampled_release(void) {
+  enum { PER = 40, SIZES = 10 };
+  static void *blocks[PER * SIZES];
+  hak_trim();
+  long before = rss_bytes();
+  size_t n = 0;
+  for (size_t size = 40 << 10, k = 0; k < SIZES; k++, size += size / 8)
+    for (int i = 0; i < PER; i++) {
+      blocks[n] = T_malloc(size);
+      memset(blocks[n++], 7, size);
+    }
+  long held = rss_bytes() - before;
+  for (size_t i = 0; i < n; i++) T_free(blocks[i]);
+  hak_trim();
+  long left = rss_bytes() - before;
+  CHECK(held > (20l << 20) && left < (4l << 20), "sampled blocks: %ld KiB resident, %ld KiB after their frees and a trim",
+        held >> 10, left >> 10);
+}
+
 static int child(void) {
   enum { MAX = 400000 };
   static void *a[MAX], *b[MAX], *c[MAX];
@@ -222,6 +244,7 @@ static int child(void) {
   read_profile(path, &t);
   CHECK(t.header_ok && t.maps_ok, "no profile %s after SIGUSR2", path);
   for (size_t i = 0; i < na; i++) T_free(a[i]);
+  test_sampled_release();
 #if HAK_STAT >= 2
   /* the statistics count sampled blocks like any other */
   struct hak_stats st;
