@@ -18,6 +18,7 @@ static HAK_COLD void init_once(void) {
   HAK_TRACK_ENTER();
   hak_os_init();
   hak_options_init();
+  hak_prof_init();
   hak_secret = hak_os_random() | 1u;
   if (HAK_SECURE) {
     hak_keys[0] = hak_os_random();
@@ -25,7 +26,6 @@ static HAK_COLD void init_once(void) {
     hak_keys[2] = hak_link_encode(NULL, NULL) - hak_keys[1];
   }
   hak_size_class_init();
-  hak_prof_init();
   hak_arena_init();
   if (pthread_key_create(&thread_key, hak_thread_done) != 0) {
     hak_out_t o;

@@ -33,7 +33,6 @@
 
 bool hak_prof_on;
 hak_heap_t *hak_prof_heap;
-static double class_inverse[HAK_CLASSES];   /* 1 / the class's size */
 
 /* The samples of one size from one stack: pprof scales each line of the
  * profile by its mean size, which is then exact (size_key). */
@@ -115,7 +114,7 @@ static double draw_bytes(hak_heap_t *h) {
 
 /* Allocations of class cls until its next sample, that one included. */
 static uint32_t draw_left(hak_heap_t *h, unsigned cls) {
-  double k = draw_bytes(h) * class_inverse[cls];
+  double k = draw_bytes(h) / hak_class_size[cls];
   return k >= (double)UINT32_MAX - 1 ? UINT32_MAX : (uint32_t)k + 1;
 }
 
@@ -471,7 +470,6 @@ static void on_signal(int sig) {
 
 void hak_prof_init(void) {
   hak_prof_on = hak_opt(hak_option_prof_sample) > 0;
-  for (unsigned c = 0; c < HAK_CLASSES; c++) class_inverse[c] = 1.0 / hak_class_size[c];
   int sig = (int)hak_opt(hak_option_prof_signal);
   if (hak_prof_on && sig) {
     struct sigaction sa;
