@@ -287,23 +287,37 @@ static HAK_NOINLINE void *malloc_counted(hak_heap_t *h, unsigned cls, size_t siz
   return p;
 }
 
+/* The rest of a counted cache run dry: a thread with no heap yet, or an
+ * allocation made while a sample is taken (served unsampled). */
+static HAK_NOINLINE void *malloc_counted_other(unsigned cls, size_t size) {
+  hak_heap_t *h = hak_tls_heap;
+  if (h == &hak_heap_empty) return (h = hak_heap_get()) ? malloc_counted(h, cls, size) : hak_malloc_class(cls, size);
+  return hak_heap_pop(h, cls, size);
+}
+
+/* No call but the tail calls: the common case below needs no stack frame. */
 void *hak_prof_malloc_class(unsigned cls, size_t size) {
   hak_heap_t *h = hak_tls_heap;
-  if (HAK_UNLIKELY(h == &hak_heap_empty) && !(h = hak_heap_get())) return hak_malloc_class(cls, size);
-  if (HAK_UNLIKELY(in_prof)) return hak_heap_pop(h, cls, size);
+  if (HAK_UNLIKELY(h == &hak_heap_empty || in_prof)) return malloc_counted_other(cls, size);
+  hak_prof_state_t *st = (hak_prof_state_t *)(h + 1);   /* h->prof, without the load */
   /* the common case: the class may allocate more before its next sample
    * than its cache holds; this allocation and the counted cache take all
    * of it, by swapping the two stacks (when they have the same room: a
    * cache that grew keeps its own), which copies nothing */
-  hak_prof_state_t *st = h->prof;
   hak_ucache_t *from = &h->cache[cls], *to = &st->counted[cls];
-  uint32_t left = st->left[cls], have = hak_cache_count(from);
-  if (HAK_UNLIKELY(left <= have || !have || to->top != to->items || hak_cache_cap(from) != hak_cache_cap(to)))
-    return malloc_counted(h, cls, size);
-  hak_ucache_t t = *from;
-  *from = *to;
-  *to = t;
+  void **top = from->top, **items = from->items;
+  uint32_t left = st->left[cls], have = (uint32_t)(top - items);
+  if (HAK_UNLIKELY(left <= have || !have)) return malloc_counted(h, cls, size);
+  void **counted = to->items;
+  HAK_PIN(counted);
+  if (HAK_UNLIKELY(to->top != counted || from->end - items != h->cache_first[cls])) return malloc_counted(h, cls, size);
+  from->top = from->items = counted;
+  to->items = items;
+  void **end = to->end;
+  to->end = from->end;
+  from->end = end;
   st->left[cls] = left - have;
+  to->top = top;
   return hak_cache_pop(h, to, cls, size);
 }
 
