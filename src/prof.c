@@ -262,28 +262,30 @@ static void *sample_small(hak_heap_t *h, unsigned cls, size_t size) {
 /* The general case of a counted cache run dry: the countdown drawn or run
  * out, the class's cache empty, grown (its items are then not the counted
  * cache's to take) or holding more than the class may hand out before its
- * next sample, or the counted cache not empty (a sample came from the
- * profiler's heap). */
+ * next sample; or an aligned allocation while the counted cache holds
+ * blocks, which are counted already: it takes one. After a sample too, the
+ * counted cache gets what the class may allocate before the next one. */
 static HAK_NOINLINE void *malloc_counted(hak_heap_t *h, unsigned cls, size_t size) {
-  if (!h->prof->left[cls]) h->prof->left[cls] = draw_left(h, cls);
-  if (--h->prof->left[cls] == 0) {
-    h->prof->left[cls] = draw_left(h, cls);
-    void *p = sample_small(h, cls, size);
-    if (p) return p;
+  hak_prof_state_t *st = h->prof;
+  hak_ucache_t *from = &h->cache[cls], *to = &st->counted[cls];
+  if (to->top != to->items) return hak_cache_pop(h, to, cls, size);
+  if (!st->left[cls]) st->left[cls] = draw_left(h, cls);
+  void *p = NULL;
+  if (--st->left[cls] == 0) {
+    st->left[cls] = draw_left(h, cls);
+    p = sample_small(h, cls, size);
   }
-  void *p = hak_heap_pop(h, cls, size);
-  if (!p) return NULL;
+  if (!p && !(p = hak_heap_pop(h, cls, size))) return NULL;
   /* hand the counted cache what the class may allocate before its next
    * sample, up to what the class's cache holds */
-  hak_ucache_t *from = &h->cache[cls], *to = &h->prof->counted[cls];
-  uint32_t n = h->prof->left[cls] - 1, have = hak_cache_count(from);
+  uint32_t n = st->left[cls] - 1, have = hak_cache_count(from);
   uint32_t room = (uint32_t)(to->end - to->top);
   n = n < have ? n : have;
   n = n < room ? n : room;
   from->top -= n;
   memcpy(to->top, from->top, n * sizeof(void *));
   to->top += n;
-  h->prof->left[cls] -= n;
+  st->left[cls] -= n;
   return p;
 }
 
