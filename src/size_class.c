@@ -61,11 +61,20 @@ uint32_t hak_class_cache_cap(unsigned cls) {
 
 /* The most blocks a class's cache grows to, for a heap created now, when
  * batches of the program overflow it (cache.c): CACHE_BYTES / size, at
- * most HAK_CACHE_ROOM_MAX, and no less than it starts with. */
+ * most HAK_CACHE_ROOM_MAX; no less than it starts with, nor than
+ * HAK_CACHE_ROOM_MIN blocks within HAK_CACHE_ROOM_MIN_BYTES. The floor is
+ * for mid classes, whose slabs hold a few blocks each: a cache of 8 that
+ * swings between full and empty flushes its slabs empty, releases them
+ * and carves them again, on fresh pages (random_mixed 2000000 400 1 1024
+ * 32768: some 2,000 refills and flushes a class of 18-32 KiB). A cache
+ * grows only when the program's own batches swing it. */
 uint32_t hak_class_cache_room(unsigned cls) {
   uint32_t cap = hak_class_cache_cap(cls);
-  long room = hak_opt(hak_option_cache_bytes) / (long)hak_class_size[cls];
+  long size = (long)hak_class_size[cls];
+  long room = hak_opt(hak_option_cache_bytes) / size;
+  long floor = HAK_CACHE_ROOM_MIN_BYTES / size < HAK_CACHE_ROOM_MIN ? HAK_CACHE_ROOM_MIN_BYTES / size : HAK_CACHE_ROOM_MIN;
   if (room > HAK_CACHE_ROOM_MAX) room = HAK_CACHE_ROOM_MAX;
+  if (room < floor) room = floor;
   return room > (long)cap ? (uint32_t)room : cap;
 }
 

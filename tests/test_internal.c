@@ -124,22 +124,25 @@ static void test_remote_free(size_t size, int n) {
   CHECK(atomic_load(&h->inbox[cls]) == NULL, "collect left the inbox");
   CHECK(s->used < used_before, "collected blocks did not go back to their slab");
   /* the memory is reused by the owner: the new blocks land in the slab units
-   * of the old ones (a slab emptied by the collection may be carved anew) */
+   * of the old ones, or for a class whose slabs span several units (which
+   * a slab emptied by the collection and carved anew may not cover as the
+   * old one did), in their SuperSlabs */
   static void *again[REMOTE_N];
   for (int i = 0; i < n; i++) again[i] = malloc(size);
   qsort(remote_blocks, n, sizeof(void *), cmp_ptr);
+  uintptr_t mask = hak_class_units[cls] == 1 ? HAK_UNIT_SIZE - 1 : HAK_SS_MASK;
   int reused = 0;
   for (int j = 0; j < n; j++) {
-    void *key = (void *)((uintptr_t)again[j] & ~(HAK_UNIT_SIZE - 1));
-    int lo = 0, hi = n;   /* first freed block at or above the unit's start */
+    uintptr_t key = (uintptr_t)again[j] & ~mask;
+    int lo = 0, hi = n;   /* first freed block at or above the unit's (SuperSlab's) start */
     while (lo < hi) {
       int mid = (lo + hi) / 2;
-      if ((uintptr_t)remote_blocks[mid] < (uintptr_t)key) lo = mid + 1;
+      if ((uintptr_t)remote_blocks[mid] < key) lo = mid + 1;
       else hi = mid;
     }
-    reused += lo < n && ((uintptr_t)remote_blocks[lo] & ~(HAK_UNIT_SIZE - 1)) == (uintptr_t)key;
+    reused += lo < n && ((uintptr_t)remote_blocks[lo] & ~mask) == key;
   }
-  CHECK(reused > n * 9 / 10, "size %zu: only %d of %d blocks reuse the units of remotely freed ones", size, reused, n);
+  CHECK(reused > n * 9 / 10, "size %zu: only %d of %d blocks reuse the memory of remotely freed ones", size, reused, n);
   for (int i = 0; i < n; i++) remote_blocks[i] = again[i];
   for (int i = 0; i < n; i++) free(remote_blocks[i]);
 }
