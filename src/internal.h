@@ -251,7 +251,7 @@ void  hak_prof_heap_release(hak_heap_t *h);
 void *hak_prof_malloc_class(unsigned cls, size_t size);  /* hak_malloc_class while profiling */
 void  hak_prof_large(hak_large_t *hdr, size_t size);     /* a large allocation, while profiling */
 void  hak_prof_free(void *p);          /* free of a block of hak_prof_heap */
-void  hak_prof_forget(const void *p);  /* free of a sampled large block */
+void  hak_prof_forget(hak_large_t *hdr);   /* free of a sampled large block */
 int   hak_prof_trim(void);             /* malloc_trim: the profiler heap's cached blocks go back */
 void  hak_prof_fork_prepare(void);
 void  hak_prof_fork_parent(void);

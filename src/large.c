@@ -47,7 +47,7 @@ static void guard_lift(hak_large_t *hdr) {
 static void large_set_user(hak_large_t *hdr, void *user) {
   hdr->user = user;
   hdr->freed_at = 0;
-  hdr->sampled = 0;
+  hdr->sample = NULL;
   hdr->check = (uintptr_t)user ^ hak_secret;
 }
 
@@ -214,7 +214,7 @@ static hak_large_t *large_header(const void *p, uint8_t kind, const char *fn, co
 
 void hak_large_free(void *p, uint8_t kind, const char *fn) {
   hak_large_t *hdr = large_header(p, kind, fn, "double free of");
-  if (HAK_UNLIKELY(hdr->sampled)) hak_prof_forget(p);
+  if (HAK_UNLIKELY(hdr->sample != NULL)) hak_prof_forget(hdr);
   if (HAK_STAT) hak_stats_large(-1, 0, -(int64_t)hdr->map_size);
   if (kind == HAK_REG_LARGE && hak_bigcache_put(hdr)) return;
   large_unmap(hdr, kind);
@@ -229,7 +229,7 @@ size_t hak_large_usable(const void *p, uint8_t kind, const char *fn) {
  * copying (large_resize). NULL if the pages could not be moved. */
 void *hak_large_realloc(void *p, size_t size) {
   hak_large_t *hdr = large_header(p, HAK_REG_LARGE, "realloc", "use after free of");
-  if (hdr->sampled) return NULL;   /* the profile's record names p: realloc moves it by copying */
+  if (hdr->sample) return NULL;   /* a sampled block moves by copying: the new one is counted as allocated */
   size_t off = (uintptr_t)p - (uintptr_t)hdr;
   if (size > PTRDIFF_MAX - 2 * HAK_SS_SIZE) return NULL;
   size_t need = off + size;

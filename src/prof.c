@@ -14,7 +14,7 @@
  *
  * A sampled block comes from the profiler's own heap, which no thread owns:
  * its free takes the remote-free path, which hands it back here, and the
- * profile forgets it. Sampled large blocks carry a flag in their header. The
+ * profile forgets it. Sampled large blocks carry their record in their header. The
  * stack of each sampled allocation (stack.c; allocations made while it is
  * taken are served unsampled) is kept once per distinct stack and size with its
  * live and total counts and bytes; hak_prof_dump, the signal PROF_SIGNAL and
@@ -203,9 +203,9 @@ static bool blocks_room(void) {
  * is near 1 anyway). */
 static uint64_t size_key(uint64_t bytes) { return bytes <= HAK_MID_MAX ? bytes : hak_round_eighths(bytes); }
 
-/* Record block p, of `bytes` bytes, allocated from the stack frames,
- * which the heap's state st took last. */
-static void record(hak_prof_state_t *st, const void *p, uint64_t bytes, void *const *frames, uint32_t depth) {
+/* The record of a sampled allocation of `bytes` bytes from the stack
+ * frames, which the heap's state st took last; NULL without memory. */
+static prof_stack_t *record_of(hak_prof_state_t *st, uint64_t bytes, void *const *frames, uint32_t depth) {
   uint64_t key = size_key(bytes);
   hak_prof_found_t *f = &st->found[(key * 0x9e3779b97f4a7c15ull) >> (64 - HAK_PROF_FOUND_BITS)];
   prof_stack_t *s = f->stack;
@@ -213,15 +213,31 @@ static void record(hak_prof_state_t *st, const void *p, uint64_t bytes, void *co
     s = stack_find(frames, depth, st->frames_hash, key);
     *f = (hak_prof_found_t){st->stack_gen, key, s};
   }
+  return s;
+}
+
+static void count_in(prof_stack_t *s, uint64_t bytes) {
+  s->live_count++;
+  s->live_bytes += bytes;
+  s->total_count++;
+  s->total_bytes += bytes;
+}
+
+static void count_out(prof_stack_t *s, uint64_t bytes) {
+  s->live_count--;
+  s->live_bytes -= bytes;
+}
+
+/* Record block p of a size class, of `bytes` bytes, in the blocks table
+ * (a large block keeps its record in its header: hak_prof_large). */
+static void record(hak_prof_state_t *st, const void *p, uint64_t bytes, void *const *frames, uint32_t depth) {
+  prof_stack_t *s = record_of(st, bytes, frames, depth);
   if (!s || !blocks_room()) return;
   size_t j = block_slot((uintptr_t)p);
   while (blocks[j].addr) j = (j + 1) & (blocks_cap - 1);
   blocks[j] = (prof_block_t){(uintptr_t)p, s, bytes};
   blocks_used++;
-  s->live_count++;
-  s->live_bytes += bytes;
-  s->total_count++;
-  s->total_bytes += bytes;
+  count_in(s, bytes);
 }
 
 /* Forget block p (freed); backward-shift deletion keeps every probe
@@ -233,8 +249,7 @@ static void forget(const void *p) {
     if (!blocks[j].addr) return;
     j = (j + 1) & (blocks_cap - 1);
   }
-  blocks[j].stack->live_count--;
-  blocks[j].stack->live_bytes -= blocks[j].bytes;
+  count_out(blocks[j].stack, blocks[j].bytes);
   blocks_used--;
   for (size_t k = (j + 1) & (blocks_cap - 1); blocks[k].addr; k = (k + 1) & (blocks_cap - 1)) {
     size_t home = block_slot(blocks[k].addr);
@@ -334,8 +349,8 @@ void hak_prof_large(hak_large_t *hdr, size_t size) {
   in_prof = true;
   uint32_t depth = capture(h->prof, &frames);
   prof_enter();
-  record(h->prof, hdr->user, size, frames, depth);
-  hdr->sampled = 1;
+  if ((hdr->sample = record_of(h->prof, size, frames, depth))) count_in(hdr->sample, size);
+  hdr->sample_bytes = size;
   prof_leave();
 }
 
@@ -364,10 +379,11 @@ int hak_prof_trim(void) {
   return released;
 }
 
-void hak_prof_forget(const void *p) {
+void hak_prof_forget(hak_large_t *hdr) {
   prof_enter();
-  forget(p);
+  count_out(hdr->sample, hdr->sample_bytes);
   prof_leave();
+  hdr->sample = NULL;
 }
 
 /* ---- heaps */

@@ -318,8 +318,9 @@ typedef struct hak_large_s {
   void     *user;
   uint64_t  freed_at;      /* ms, while in the BigCache */
   uint64_t  check;         /* user ^ secret: a sanity mark */
-  uint64_t  sampled;       /* 1: the heap profile holds this block (prof.c) */
-  uint64_t  pad[2];
+  struct prof_stack_s *sample;   /* the heap profile's record that counts this block, */
+  uint64_t  sample_bytes;        /* with these bytes; NULL: not sampled (prof.c) */
+  uint64_t  pad;
 } hak_large_t;
 
 _Static_assert(sizeof(hak_large_t) == 64, "large header is 64 bytes");
