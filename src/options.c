@@ -29,7 +29,7 @@ static const hak_option_desc_t table[hak_option_count] = {
                               "unified cache budget per size class and thread, in bytes: a cache that the program's batches overflow grows to it (4096 blocks at most, and at least to 32 blocks within 256 KiB)"},
   [hak_option_cache_max] = {"CACHE_MAX", HAK_OPT_INT, {256, 128, 32, 128}, 2, 4096, NULL,
                             "most blocks one size class's unified cache starts with"},
-  [hak_option_cache_min] = {"CACHE_MIN", HAK_OPT_INT, {16, 8, 2, 8}, 1, 64, NULL,
+  [hak_option_cache_min] = {"CACHE_MIN", HAK_OPT_INT, {16, 4, 2, 4}, 1, 64, NULL,
                             "blocks every size class's unified cache may hold, however large they are"},
   [hak_option_purge_delay_ms] = {"PURGE_DELAY_MS", HAK_OPT_INT, {1000, 100, 20, 100}, 0, 60 * MINUTE_MS, NULL,
                                  "milliseconds before the pages of empty slabs go back to the OS"},
