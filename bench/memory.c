@@ -3,7 +3,7 @@
  * Footprint: how much memory the allocator holds beside what the program
  * has live, and how much it gives back, with and without being asked.
  * SCALE (default 1.0, as a number of thousandths: 1000) shrinks or grows the
- * counts. Three modes, each in its own process so that they do not mix:
+ * counts. Four modes, each in its own process so that they do not mix:
  *
  *  footprint  1. 1M objects, 97% of 16..316 B and 3% of 1..16 KiB, filled
  *                (about 400 MiB live, with the 16 MiB table that holds
@@ -20,6 +20,12 @@
  *             thread (trimmed_rss_kib).
  *  threads    20,000 short threads, 4 alive at a time, each allocating about
  *             1 MiB in blocks of 16 B..8 KiB and freeing it: peak RSS.
+ *  mid        8 threads each allocate and free, 50 times over, a batch of 32
+ *             blocks of every size from 8 KiB to 128 KiB in steps of an
+ *             eighth, then stay alive, idle: RSS right after
+ *             (freed_rss_kib), 1.5 s later (idle_rss_kib), after
+ *             malloc_trim(0) from the main thread (trimmed_rss_kib): what
+ *             the threads' caches of mid-size blocks keep.
  *
  * Every block is marked and checked before free. The figure is mallocs +
  * frees per second (the waits left out); the memory figures are key=value fields, RSS in KiB
@@ -102,7 +108,7 @@ static void footprint(long n, uint64_t *rng) {
 }
 
 struct idle_arg {
-  size_t bytes;
+  size_t amount;   /* idle: bytes; mid: rounds */
   uint64_t seed;
   pthread_barrier_t *freed, *done;
 };
@@ -112,10 +118,10 @@ struct idle_arg {
 static void *idle_thread(void *p) {
   struct idle_arg *a = p;
   uint64_t rng = a->seed;
-  size_t cap = a->bytes / 64 + 16, n = 0, total = 0;
+  size_t cap = a->amount / 64 + 16, n = 0, total = 0;
   struct bench_obj *o = calloc(cap, sizeof *o);
   if (!o) BENCH_OOM(NAME, cap * sizeof *o);
-  while (total < a->bytes && n < cap) {
+  while (total < a->amount && n < cap) {
     size_t size = bench_log_size(&rng, 16, 1 << 20);
     make(&o[n], size, (uint32_t)n);
     total += size;
@@ -129,27 +135,45 @@ static void *idle_thread(void *p) {
   return NULL;
 }
 
-static void idle(double scale, uint64_t seed) {
-  enum { THREADS = 2 };
+/* Allocates and frees a batch of blocks of every mid size, rounds times
+ * over, then waits as idle_thread does. */
+static void *mid_thread(void *p) {
+  struct idle_arg *a = p;
+  struct bench_obj o[32];
+  for (size_t r = 0; r < a->amount; r++)
+    for (size_t size = 8192; size <= 131072; size += size / 8) {
+      for (int i = 0; i < 32; i++) make(&o[i], size, (uint32_t)i);
+      for (int i = 0; i < 32; i++) drop(&o[i]);
+    }
+  thread_ops_done();
+  pthread_barrier_wait(a->freed);
+  pthread_barrier_wait(a->done);
+  return NULL;
+}
+
+/* threads threads of fn(amount), which free what they allocated and wait:
+ * RSS right after, nap ms later, after malloc_trim(0). */
+static void idle_threads(const char *mode, void *(*fn)(void *), int threads, size_t amount, long nap, uint64_t seed) {
+  enum { MAX_THREADS = 8 };
   pthread_barrier_t freed, done;
-  pthread_barrier_init(&freed, NULL, THREADS + 1);
-  pthread_barrier_init(&done, NULL, THREADS + 1);
-  struct idle_arg args[THREADS];
-  pthread_t tid[THREADS];
-  for (int i = 0; i < THREADS; i++) {
-    args[i] = (struct idle_arg){(size_t)(512.0 * 1024 * 1024 * scale), bench_seed(seed, (uint64_t)i), &freed, &done};
-    if (pthread_create(&tid[i], NULL, idle_thread, &args[i]) != 0) bench_die(1, NAME ": pthread_create failed");
+  pthread_barrier_init(&freed, NULL, (unsigned)threads + 1);
+  pthread_barrier_init(&done, NULL, (unsigned)threads + 1);
+  struct idle_arg args[MAX_THREADS];
+  pthread_t tid[MAX_THREADS];
+  for (int i = 0; i < threads && i < MAX_THREADS; i++) {
+    args[i] = (struct idle_arg){amount, bench_seed(seed, (uint64_t)i), &freed, &done};
+    if (pthread_create(&tid[i], NULL, fn, &args[i]) != 0) bench_die(1, NAME ": pthread_create failed");
   }
   pthread_barrier_wait(&freed);
   long right_after = rss_kib();
-  nap_ms(5000);
+  nap_ms(nap);
   long idle_rss = rss_kib();
   malloc_trim(0);
   long trimmed = rss_kib();
   pthread_barrier_wait(&done);
-  for (int i = 0; i < THREADS; i++) pthread_join(tid[i], NULL);
-  printf(NAME ": idle, %d threads, freed_rss_kib=%ld, idle_rss_kib=%ld, trimmed_rss_kib=%ld, peak_rss_kib=%ld", THREADS,
-         right_after, idle_rss, trimmed, bench_peak_rss_kib());
+  for (int i = 0; i < threads; i++) pthread_join(tid[i], NULL);
+  printf(NAME ": %s, %d threads, freed_rss_kib=%ld, idle_rss_kib=%ld, trimmed_rss_kib=%ld, peak_rss_kib=%ld", mode,
+         threads, right_after, idle_rss, trimmed, bench_peak_rss_kib());
 }
 
 static uint64_t churn_seed;
@@ -182,15 +206,16 @@ static void threads(long n, uint64_t seed) {
 }
 
 int main(int argc, char **argv) {
-  const char *usage = NAME " footprint|idle|threads [SCALE/1000] [SEED]";
+  const char *usage = NAME " footprint|idle|threads|mid [SCALE/1000] [SEED]";
   bench_usage_if(argc < 2 || argc > 4 || bench_help(argc, argv), usage);
   double scale = (double)bench_arg(argc, argv, 2, 1000) / 1000.0;
   uint64_t rng = bench_seed((uint64_t)bench_arg(argc, argv, 3, 1), 0);
   bench_usage_if(scale <= 0, usage);
   double t0 = bench_now();
   if (strcmp(argv[1], "footprint") == 0) footprint((long)(1000000 * scale) + 1, &rng);
-  else if (strcmp(argv[1], "idle") == 0) idle(scale, rng);
+  else if (strcmp(argv[1], "idle") == 0) idle_threads("idle", idle_thread, 2, (size_t)(512.0 * 1024 * 1024 * scale), 5000, rng);
   else if (strcmp(argv[1], "threads") == 0) threads((long)(20000 * scale) + 4, rng);
+  else if (strcmp(argv[1], "mid") == 0) idle_threads("mid", mid_thread, 8, (size_t)(50 * scale) + 1, 1500, rng);
   else bench_usage_if(1, usage);
   thread_ops_done();
   printf(" = %.0f ops/s\n", (double)atomic_load(&ops_total) / (bench_now() - t0 - napped));

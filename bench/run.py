@@ -66,6 +66,8 @@ def workloads(scale):
          "2 threads free 1 GiB and idle: RSS 5 s later, after trim"),
         ("mem_threads", "memory", ["threads", s(1000)],
          "20,000 short threads, 4 alive, ~1 MiB each: peak RSS"),
+        ("mem_mid", "memory", ["mid", s(1000)],
+         "8 threads churn batches of 8-128 KiB blocks, then idle: RSS after, 1.5 s later, after trim"),
         ("phased", "phased", [s(1000)],
          "a server in phases: small burst, quiet, buffers, thread waves; RSS after each"),
         ("malloc_large", "malloc_large", [s(500), "20", "5", "25"],

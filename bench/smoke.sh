@@ -41,6 +41,7 @@ extra_cases=(
   "random_mixed_large random_mixed 2000 400 1 65536 4194304"
   "memory_idle memory idle 20"
   "memory_threads memory threads 20"
+  "memory_mid memory mid 20"
 )
 
 if [ ! -f "$LIB" ]; then
