@@ -155,12 +155,13 @@ static void *mid_thread(void *p) {
  * RSS right after, nap ms later, after malloc_trim(0). */
 static void idle_threads(const char *mode, void *(*fn)(void *), int threads, size_t amount, long nap, uint64_t seed) {
   enum { MAX_THREADS = 8 };
+  if (threads > MAX_THREADS) bench_die(2, NAME ": %s: at most %d threads", mode, (int)MAX_THREADS);
   pthread_barrier_t freed, done;
   pthread_barrier_init(&freed, NULL, (unsigned)threads + 1);
   pthread_barrier_init(&done, NULL, (unsigned)threads + 1);
   struct idle_arg args[MAX_THREADS];
   pthread_t tid[MAX_THREADS];
-  for (int i = 0; i < threads && i < MAX_THREADS; i++) {
+  for (int i = 0; i < threads; i++) {
     args[i] = (struct idle_arg){amount, bench_seed(seed, (uint64_t)i), &freed, &done};
     if (pthread_create(&tid[i], NULL, fn, &args[i]) != 0) bench_die(1, NAME ": pthread_create failed");
   }
