@@ -383,7 +383,6 @@ void hak_prof_forget(hak_large_t *hdr) {
   prof_enter();
   count_out(hdr->sample, hdr->sample_bytes);
   prof_leave();
-  hdr->sample = NULL;
 }
 
 /* ---- heaps */
