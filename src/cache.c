@@ -169,6 +169,16 @@ void hak_cache_shrink(hak_heap_t *h, unsigned cls) {
   c->end = first + h->cache_first[cls];
 }
 
+/* A class's cache goes back to its slabs, and to its first items: the class
+ * starts again as in a new heap (slow start, no swings). */
+void hak_cache_return(hak_heap_t *h, unsigned cls) {
+  hak_cache_flush(h, cls, hak_cache_count(&h->cache[cls]));
+  hak_cache_shrink(h, cls);
+  h->refill_batch[cls] = 0;
+  h->swings[cls] = 0;
+  h->flushing[cls] = 0;
+}
+
 /* A cache that fills up with no flush since its last refill, after it had
  * run dry since a flush before (a swing: full, empty, full), holds less
  * than the batches the program frees and allocates: it doubles, up to its

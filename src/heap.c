@@ -105,16 +105,49 @@ void hak_heap_collect_all(hak_heap_t *h) {
     if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) hak_heap_take_remote(h, c, NULL, 0);
 }
 
-/* The release tick's sweep: the inboxes of the classes whose cache has not
- * refilled since the last sweep go back to their slabs, which may then
- * empty. A class in use takes its inbox at its next refill, into its cache
- * in the order the blocks were freed: swept onto slab free lists, they
- * would come back shuffled (xthread's consumer, which reads the blocks in
- * the order its producer allocates them, ran 12% slower). */
+/* A cache goes back to its slabs when IDLE_SWEEPS sweeps in a row found it
+ * the same and it holds at least IDLE_MIN_BYTES: smaller caches hold less
+ * than a unit, and a class that gives its slab back and takes another one
+ * later touches the pages of another unit (a program that uses some
+ * classes a block at a time would spread over more pages: random sizes of
+ * 1-32 KiB held 12% more peak RSS returning every idle cache). */
+#define IDLE_SWEEPS    2
+#define IDLE_MIN_BYTES (32u << 10)
+
+/* Was the class's cache idle since the last sweep? True when it is found
+ * as then: the same top, the same block on it and the same item above it,
+ * which every free at that height overwrites. Only a program that
+ * allocates and frees the same block in turn, or the ones on top again in
+ * the same order, leaves all three as they were; its cache costs a refill
+ * when it goes back. Slow-path visits do not tell: a cache that the program
+ * fills and drains at random visits them once in hundreds of its
+ * operations. */
+static bool cache_idle(hak_ucache_t *k, hak_cache_look_t *look) {
+  void *above = k->top < k->end ? k->top[0] : NULL;
+  if (k->top == look->top && k->top[-1] == look->block && above == look->above) return ++look->same >= IDLE_SWEEPS;
+  *look = (hak_cache_look_t){k->top, k->top[-1], above, 0};
+  return false;
+}
+
+/* The release tick's sweep, every REMOTE_COLLECT_EVERY slow-path visits
+ * (release.c):
+ * - the inboxes of the classes whose cache has not refilled since the last
+ *   sweep go back to their slabs, which may then empty. A class in use
+ *   takes its inbox at its next refill, into its cache in the order the
+ *   blocks were freed: swept onto slab free lists, they would come back
+ *   shuffled (xthread's consumer, which reads the blocks in the order its
+ *   producer allocates them, ran 12% slower);
+ * - the caches of idle classes go back to their slabs (hak_cache_return):
+ *   a thread that moved on to other sizes no longer keeps a cache's worth
+ *   of each size it used, nor the slabs those blocks sit in. */
 void hak_heap_collect_idle(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++)
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
     if (!(h->refilled[c / 64] >> (c % 64) & 1) && atomic_load_explicit(&h->inbox[c], memory_order_relaxed))
       hak_heap_take_remote(h, c, NULL, 0);
+    hak_ucache_t *k = &h->cache[c];
+    if ((size_t)(k->top - k->items) * hak_class_size[c] < IDLE_MIN_BYTES) h->looks[c].same = 0;
+    else if (cache_idle(k, &h->looks[c])) hak_cache_return(h, c);
+  }
   memset(h->refilled, 0, sizeof h->refilled);
 }
 
@@ -259,20 +292,16 @@ void hak_heap_give_back(hak_heap_t *h) {
 
 /* Return what the heap holds and does not use: cached blocks and the inbox
  * go back to their slabs, batches of other heaps' blocks to their owners,
- * empty slabs are scheduled for decommit. With now set, everything is
+ * empty slabs are scheduled for decommit, empty SuperSlabs beyond those a
+ * heap keeps go to the shared pool (release.c). With now set, everything is
  * decommitted or passed to the shared pool at once. Returns nonzero if
  * memory went back to the OS. */
 int hak_heap_release_all(hak_heap_t *h, bool now) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    hak_cache_flush(h, c, hak_cache_count(&h->cache[c]));
-    hak_cache_shrink(h, c);
-  }
+  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_return(h, c);
   if (hak_prof_on) hak_prof_heap_release(h);
-  memset(h->refill_batch, 0, sizeof h->refill_batch);   /* the next user starts slowly again */
-  memset(h->swings, 0, sizeof h->swings);
   hak_heap_collect_all(h);
   hak_remote_flush_all(h);
-  return hak_release_purge(h, now);
+  return hak_release_purge(h, now ? HAK_PURGE_ALL : HAK_PURGE_LEAVE);
 }
 
 /* Release what h does not use and leave it abandoned; a purge it still

@@ -126,6 +126,7 @@ void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 void  hak_cache_shrink(hak_heap_t *h, unsigned cls);   /* an empty cache back to first items */
+void  hak_cache_return(hak_heap_t *h, unsigned cls);   /* all its blocks to the slabs, first items */
 /* Where a heap keeps a class's cache items (heap.c): the first items of
  * its cache, of its counted cache while heap profiling (prof.c), the room
  * its cache grows into (cache.c). */
@@ -146,7 +147,8 @@ int  hak_shared_pool_trim(void);
 /* ---- release.c: giving memory back to the OS */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss);
 void hak_release_tick(hak_heap_t *h);
-int  hak_release_purge(hak_heap_t *h, bool force);
+typedef enum { HAK_PURGE_DUE, HAK_PURGE_LEAVE, HAK_PURGE_ALL } hak_purge_t;
+int  hak_release_purge(hak_heap_t *h, hak_purge_t how);
 void hak_release_abandoned_due(uint64_t when);
 uint64_t hak_release_abandoned(uint64_t now);
 void     hak_release_retaken(uint64_t purged_at);

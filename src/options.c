@@ -34,7 +34,7 @@ static const hak_option_desc_t table[hak_option_count] = {
   [hak_option_purge_delay_ms] = {"PURGE_DELAY_MS", HAK_OPT_INT, {1000, 100, 20, 100}, 0, 60 * MINUTE_MS, NULL,
                                  "milliseconds before the pages of empty slabs go back to the OS"},
   [hak_option_keep_empty_superslabs] = {"KEEP_EMPTY_SUPERSLABS", HAK_OPT_INT, {4, 2, 0, 2}, 0, 1024, NULL,
-                                        "wholly empty SuperSlabs a thread keeps for reuse"},
+                                        "wholly empty SuperSlabs a thread keeps once the purge delay dropped their pages (the rest go to the shared pool)"},
   [hak_option_shared_pool_slots] = {"SHARED_POOL_SLOTS", HAK_OPT_INT, {64, 64, 8, 64}, 0, HAK_SHARED_POOL_SLOTS, NULL,
                                     "empty SuperSlabs kept decommitted for any thread (more are unmapped)"},
   [hak_option_bigcache_budget] = {"BIGCACHE_BUDGET", HAK_OPT_SIZE, {1 * G, 128 * M, 16 * M, 16 * M}, 0, 64 * G, NULL,

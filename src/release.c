@@ -3,10 +3,13 @@
  * - A slab that becomes empty returns its units to its SuperSlab; the units'
  *   pages are decommitted once they stayed free for half to all of
  *   PURGE_DELAY_MS (types.h: deadlines every half delay, aged units).
- * - A heap keeps KEEP_EMPTY_SUPERSLABS wholly empty SuperSlabs for quick
- *   reuse; any other empty SuperSlab goes to the shared pool at once,
- *   decommitted.
- * - hak_release_purge(h, true) (malloc_trim) does all of it now.
+ * - A wholly empty SuperSlab is no exception: its units go after the same
+ *   delay (a thread whose footprint swings by SuperSlabs takes them back
+ *   meanwhile). Then the heap keeps KEEP_EMPTY_SUPERSLABS of them, their
+ *   pages dropped, and gives the others to the shared pool (at once, the
+ *   units of a thread that freed a cache's worth of large mid blocks, say,
+ *   were decommitted and faulted in again batch after batch).
+ * - hak_release_purge(h, HAK_PURGE_ALL) (malloc_trim) does all of it now.
  * - Heaps of exited threads keep the same delays; whichever thread passes
  *   its release tick after the earliest deadline purges them.
  * - Any thread may decommit any SuperSlab's dirty units (a sweep, types.h):
@@ -45,9 +48,6 @@ static uint64_t purge_deadline(uint64_t now) { return now + hak_release_delay() 
 
 /* Called by the owner after it made units of ss dirty (or emptied it). */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
-  if (ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > (uint32_t)hak_opt(hak_option_keep_empty_superslabs) &&
-      hak_superslab_give_up(h, ss))
-    return;
   uint64_t due = atomic_load(&ss->purge_at);
   if (!due) {
     uint64_t when = purge_deadline(hak_os_now_ms());
@@ -111,15 +111,26 @@ static uint64_t sweep(hak_superslab_t *ss, uint64_t now, bool force, int *releas
   return atomic_compare_exchange_strong(&ss->purge_at, &none, when) ? when : none;
 }
 
-int hak_release_purge(hak_heap_t *h, bool force) {
+/* Purge what h's deadlines allow (HAK_PURGE_DUE), or that and its empty
+ * SuperSlabs beyond those it keeps at once (HAK_PURGE_LEAVE: its thread
+ * leaves it, and the next threads take SuperSlabs from the shared pool),
+ * or everything now (HAK_PURGE_ALL). */
+int hak_release_purge(hak_heap_t *h, hak_purge_t how) {
+  uint32_t keep = how == HAK_PURGE_ALL ? 0 : (uint32_t)hak_opt(hak_option_keep_empty_superslabs);
+  bool force = how == HAK_PURGE_ALL;
   uint64_t now = hak_os_now_ms();
   uint64_t next = 0;
   int released = 0;
   hak_superslab_t *ss = h->superslabs;
   while (ss) {
     hak_superslab_t *following = ss->next;
-    if (force && ss->free_units == HAK_UNITS_ALL && hak_superslab_give_up(h, ss)) released = 1;
-    else next = hak_deadline_min(next, sweep(ss, now, force, &released));
+    bool empty = ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > keep;
+    if (empty && how != HAK_PURGE_DUE && hak_superslab_give_up(h, ss)) {
+      released = 1;
+    } else {
+      uint64_t due = sweep(ss, now, force, &released);
+      if (!(empty && !due && hak_superslab_give_up(h, ss))) next = hak_deadline_min(next, due);
+    }
     ss = following;
   }
   h->purge_at = next;
@@ -185,7 +196,7 @@ void hak_release_tick(hak_heap_t *h) {
   uint64_t abandoned = atomic_load_explicit(&abandoned_due, memory_order_relaxed);
   if (h->purge_at || abandoned) {
     uint64_t now = hak_os_now_ms();
-    if (h->purge_at && now >= h->purge_at) hak_release_purge(h, false);
+    if (h->purge_at && now >= h->purge_at) hak_release_purge(h, HAK_PURGE_DUE);
     if (abandoned) hak_release_abandoned(now);
   }
   hak_bigcache_tick();

@@ -230,6 +230,15 @@ typedef struct hak_remote_batch_s {
   uint32_t room;           /* addresses a container holds */
 } hak_remote_batch_t;
 
+/* A class's cache as the release tick's sweep last saw it (heap.c): its
+ * top, the block on it and the item just above it (what the next free
+ * overwrites), and how many sweeps in a row saw the same. */
+typedef struct hak_cache_look_s {
+  void   **top;
+  void    *block, *above;
+  uint32_t same;
+} hak_cache_look_t;
+
 enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };
 
 typedef struct hak_heap_s {
@@ -251,6 +260,7 @@ typedef struct hak_heap_s {
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
   uint64_t     refilled[(HAK_CLASSES + 63) / 64];   /* bit per class whose cache refilled since the last
                                           sweep of inboxes (release.c) */
+  hak_cache_look_t looks[HAK_CLASSES]; /* each class's cache at the last sweeps (heap.c) */
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */
   uint8_t      swings[HAK_CLASSES];    /* refills after a flush since the cache last grew (cache.c) */
   uint16_t     refill_batch[HAK_CLASSES];   /* blocks the next refill takes, 0: a page's worth (cache.c) */

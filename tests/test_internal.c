@@ -197,6 +197,79 @@ static void test_sweep_idle(void) {
   for (int i = 0; i < nd; i++) free(drained[i]);
 }
 
+/* A class's cache that two sweeps in a row find untouched goes back to its
+ * slabs, and the slabs it held go back to their SuperSlab; a cache the
+ * program used between two sweeps stays, and so does one too small to
+ * matter (under 32 KiB). */
+static void test_idle_caches(void) {
+  hak_heap_t *h = hak_heap_get();
+  unsigned idle = hak_class_of(48 << 10), used = hak_class_of(20000), small = hak_class_of(64);
+  void *b[32];
+  for (int i = 0; i < 32; i++) escape(b[i] = malloc(48 << 10));
+  for (int i = 0; i < 32; i++) free(b[i]);
+  for (int i = 0; i < 8; i++) escape(b[i] = malloc(20000));
+  for (int i = 0; i < 8; i++) free(b[i]);
+  hak_cache_return(h, small);
+  for (int i = 0; i < 8; i++) escape(b[i] = malloc(64));
+  for (int i = 0; i < 8; i++) free(b[i]);
+  CHECK(hak_cache_count(&h->cache[idle]) > 0 && hak_cache_count(&h->cache[used]) >= 2 &&
+            hak_cache_count(&h->cache[small]) > 0, "caches of %u, %u and %u blocks", hak_cache_count(&h->cache[idle]),
+        hak_cache_count(&h->cache[used]), hak_cache_count(&h->cache[small]));
+  for (int sweep = 0; sweep < 3; sweep++) {
+    void *p = malloc(20000), *q = malloc(20000);   /* the two on top change places */
+    escape(p);
+    escape(q);
+    free(p);
+    free(q);
+    hak_heap_collect_idle(h);
+  }
+  CHECK(hak_cache_count(&h->cache[idle]) == 0, "an idle cache kept %u blocks", hak_cache_count(&h->cache[idle]));
+  CHECK(!h->warm[idle] && !h->full[idle], "the slabs of an idle cache's blocks stayed");
+  CHECK(hak_cache_count(&h->cache[used]) >= 2, "a cache in use went back");
+  CHECK(hak_cache_count(&h->cache[small]) > 0, "a cache of less than 32 KiB went back");
+}
+
+/* A SuperSlab that empties stays with its heap, pages and all, for the
+ * purge delay: a thread whose footprint swings by SuperSlabs takes it back
+ * without a page fault. Then it goes to the shared pool (with
+ * KEEP_EMPTY_SUPERSLABS 0). */
+static void test_empty_superslab(void) {
+  long keep = hak_option_get(hak_option_keep_empty_superslabs);
+  hak_option_set(hak_option_keep_empty_superslabs, 0);
+  hak_trim();
+  hak_heap_t *h = hak_heap_get();
+  enum { N = 64 };   /* 64 x 100 KB: more than two SuperSlabs */
+  static char *blocks[N];
+  for (int i = 0; i < N; i++) memset(blocks[i] = malloc(100000), 1, 100000);
+  hak_superslab_t *ss = hak_ss_of(blocks[N / 2]);   /* between two others: only these blocks' */
+  for (int i = 0; i < N; i++) free(blocks[i]);
+  hak_cache_return(h, hak_class_of(100000));
+  CHECK(ss->owner == h && ss->free_units == HAK_UNITS_ALL, "an empty SuperSlab left its heap at once");
+  struct hak_stats st;
+  hak_stats_get(&st);
+  uint64_t decommits = st.os_decommits;
+  long rss = rss_kib();
+  for (int i = 0; i < N; i++) memset(blocks[i] = malloc(100000), 2, 100000);
+  int again = 0;
+  for (int i = 0; i < N; i++) again += hak_ss_of(blocks[i]) == ss;
+  hak_stats_get(&st);
+  CHECK(again > 0, "the empty SuperSlab was not taken again");
+  CHECK(st.os_decommits == decommits, "%llu decommits while the SuperSlabs were empty",
+        (unsigned long long)(st.os_decommits - decommits));
+  CHECK(rss_kib() - rss < 1024, "taking the SuperSlabs back grew RSS by %ld KiB", rss_kib() - rss);
+  for (int i = 0; i < N; i++) free(blocks[i]);
+  hak_cache_return(h, hak_class_of(100000));
+  for (int k = 0; k < 100 && ss->owner == h; k++) {
+    usleep((useconds_t)hak_release_delay() * 1000 / 2 + 50000);
+    void *some[64];   /* slow paths run the release tick */
+    int n = 0;
+    while (n < 64 && ss->owner == h) escape(some[n++] = malloc(5000));
+    while (n) free(some[--n]);
+  }
+  CHECK(ss->owner != h, "an empty SuperSlab stayed with its heap after the purge delay");
+  hak_option_set(hak_option_keep_empty_superslabs, keep);
+}
+
 /* A thread's remote frees travel in batches: a partial batch waits in the
  * freeing thread until it fills up or the thread trims (or exits). */
 static struct {
@@ -705,6 +778,8 @@ int main(void) {
   test_remote_order(640, 1000);
   test_remote_order(20000, 200);
   test_sweep_idle();
+  test_idle_caches();
+  test_empty_superslab();
   test_release();
   test_large();
   test_large_moves();
