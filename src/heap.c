@@ -145,8 +145,8 @@ void hak_heap_collect_idle(hak_heap_t *h) {
     if (!(h->refilled[c / 64] >> (c % 64) & 1) && atomic_load_explicit(&h->inbox[c], memory_order_relaxed))
       hak_heap_take_remote(h, c, NULL, 0);
     hak_ucache_t *k = &h->cache[c];
-    if ((size_t)(k->top - k->items) * hak_class_size[c] < IDLE_MIN_BYTES) h->looks[c].same = 0;
-    else if (cache_idle(k, &h->looks[c])) hak_cache_return(h, c);
+    if ((size_t)(k->top - k->items) * hak_class_size[c] >= IDLE_MIN_BYTES && cache_idle(k, &h->looks[c]))
+      hak_cache_return(h, c);
   }
   memset(h->refilled, 0, sizeof h->refilled);
 }

@@ -260,12 +260,12 @@ typedef struct hak_heap_s {
   uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
   uint64_t     refilled[(HAK_CLASSES + 63) / 64];   /* bit per class whose cache refilled since the last
                                           sweep of inboxes (release.c) */
-  hak_cache_look_t looks[HAK_CLASSES]; /* each class's cache at the last sweeps (heap.c) */
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */
   uint8_t      swings[HAK_CLASSES];    /* refills after a flush since the cache last grew (cache.c) */
   uint16_t     refill_batch[HAK_CLASSES];   /* blocks the next refill takes, 0: a page's worth (cache.c) */
   uint16_t     cache_first[HAK_CLASSES];    /* a class's cache's first capacity, and the most it grows to, */
   uint16_t     cache_room[HAK_CLASSES];     /* as the heap was made (the options may change since) */
+  hak_cache_look_t looks[HAK_CLASSES]; /* each class's cache at the last sweeps (heap.c) */
 #if HAK_SECURE
   uint64_t     random;                 /* state of the heap's random numbers (hak_random) */
 #endif
