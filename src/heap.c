@@ -129,6 +129,10 @@ static bool cache_idle(hak_ucache_t *k, hak_cache_look_t *look) {
   return false;
 }
 
+static bool cache_big(const hak_ucache_t *k, unsigned cls) {
+  return (size_t)(k->top - k->items) * hak_class_size[cls] >= IDLE_MIN_BYTES;
+}
+
 /* The release tick's sweep, every REMOTE_COLLECT_EVERY slow-path visits
  * (release.c):
  * - the inboxes of the classes whose cache has not refilled since the last
@@ -144,9 +148,13 @@ void hak_heap_collect_idle(hak_heap_t *h) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     if (!(h->refilled[c / 64] >> (c % 64) & 1) && atomic_load_explicit(&h->inbox[c], memory_order_relaxed))
       hak_heap_take_remote(h, c, NULL, 0);
-    hak_ucache_t *k = &h->cache[c];
-    if ((size_t)(k->top - k->items) * hak_class_size[c] >= IDLE_MIN_BYTES && cache_idle(k, &h->looks[c]))
-      hak_cache_return(h, c);
+    bool big = cache_big(&h->cache[c], c), big_counted = hak_prof_on && cache_big(&h->prof->counted[c], c);
+    if (!big && !big_counted) continue;
+    bool idle = !big || cache_idle(&h->cache[c], &h->looks[c]);
+    if (big_counted && !cache_idle(&h->prof->counted[c], &h->prof->looks[c])) idle = false;
+    if (!idle) continue;
+    hak_cache_return(h, c);
+    if (hak_prof_on) hak_prof_return(h, c);
   }
   memset(h->refilled, 0, sizeof h->refilled);
 }

@@ -250,6 +250,7 @@ void  hak_prof_ready(void);           /* from the constructor */
 void  hak_prof_at_exit(void);
 void  hak_prof_heap_init(hak_heap_t *h);   /* h->prof's counted caches and countdowns */
 void  hak_prof_heap_release(hak_heap_t *h);
+void  hak_prof_return(hak_heap_t *h, unsigned cls);   /* a counted cache's blocks to their slabs, uncounted */
 void *hak_prof_malloc_class(unsigned cls, size_t size);  /* hak_malloc_class while profiling */
 void  hak_prof_large(hak_large_t *hdr, size_t size);     /* a large allocation, while profiling */
 void  hak_prof_free(void *p);          /* free of a block of hak_prof_heap */

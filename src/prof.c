@@ -355,7 +355,8 @@ void hak_prof_large(hak_large_t *hdr, size_t size) {
 }
 
 /* A freed sampled block goes to the profiler heap's cache while it holds
- * fewer than HEAP_CACHED of the class, else back to its slab: no thread
+ * fewer than HEAP_CACHED of the class (and has room: a cache of large mid
+ * blocks holds fewer), else back to its slab: no thread
  * runs that heap's slow paths, so a full-sized cache of its would keep its
  * blocks, and their slabs, for good (hak_prof_trim returns the rest). */
 void hak_prof_free(void *p) {
@@ -366,7 +367,7 @@ void hak_prof_free(void *p) {
 #if HAK_STAT >= 2
   c->frees++;   /* as free's fast path counts */
 #endif
-  if (hak_cache_count(c) < HEAP_CACHED) *c->top++ = p;
+  if (hak_cache_count(c) < HEAP_CACHED && c->top < c->end) *c->top++ = p;
   else hak_slab_put_local(h, p);
   prof_leave();
 }
@@ -406,16 +407,18 @@ void hak_prof_heap_init(hak_heap_t *h) {
    * drawn, no stack taken (memo), no record found */
 }
 
-/* The counted caches' blocks go back to their slabs, and the counts they
- * stood for are given back. */
+/* A counted cache's blocks go back to their slabs, and the allocations they
+ * were counted for are given back to the class's countdown. */
+void hak_prof_return(hak_heap_t *h, unsigned cls) {
+  hak_ucache_t *k = &h->prof->counted[cls];
+  uint32_t n = hak_cache_count(k);
+  for (uint32_t i = 0; i < n; i++) hak_slab_put_local(h, k->items[i]);
+  k->top = k->items;
+  h->prof->left[cls] += n;
+}
+
 void hak_prof_heap_release(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    hak_ucache_t *k = &h->prof->counted[c];
-    uint32_t n = hak_cache_count(k);
-    for (uint32_t i = 0; i < n; i++) hak_slab_put_local(h, k->items[i]);
-    k->top = k->items;
-    h->prof->left[c] += n;
-  }
+  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_prof_return(h, c);
 }
 
 /* ---- the profile */

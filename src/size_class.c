@@ -56,15 +56,21 @@ void hak_size_class_init(void) {
 
 /* Unified cache capacity of a class for a heap created now:
  * CACHE_BYTES / size, within CACHE_MIN..CACHE_MAX, and at least 2 (a flush
- * keeps half). While heap profiling is on, at least 32: malloc then takes
- * the blocks that frees return only through its slow path (prof.c), once
- * per cache's worth; with mid sizes' 4 to 8 blocks that was every fourth
- * allocation. */
+ * keeps half). While heap profiling is on, at least 32 blocks within 512
+ * KiB: malloc then takes the blocks that frees return only through its
+ * slow path (prof.c), once per cache's worth; with mid sizes' 4 to 8 blocks
+ * that was every fourth allocation. Without the bound in bytes, a thread
+ * kept 32 blocks of each size of 64-128 KiB it used, twice over (its
+ * counted cache too): 8 threads churning mid sizes held 380 MiB. */
 uint32_t hak_class_cache_cap(unsigned cls) {
   long cap = hak_opt(hak_option_cache_bytes) / (long)hak_class_size[cls];
   if (cap < hak_opt(hak_option_cache_min)) cap = hak_opt(hak_option_cache_min);
   if (cap > hak_opt(hak_option_cache_max)) cap = hak_opt(hak_option_cache_max);
-  if (hak_prof_on && cap < 32) cap = 32;
+  if (hak_prof_on) {   /* fewer swaps of the counted caches (docs/profiling.md) */
+    long floor = HAK_PROF_CACHE_MIN_BYTES / (long)hak_class_size[cls];
+    if (floor > HAK_PROF_CACHE_MIN) floor = HAK_PROF_CACHE_MIN;
+    if (cap < floor) cap = floor;
+  }
   return cap < 2 ? 2 : (uint32_t)cap;
 }
 

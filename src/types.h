@@ -81,6 +81,8 @@
 #define HAK_CACHE_ROOM_MAX 4096   /* blocks a unified cache may grow to (hak_class_cache_room) */
 #define HAK_CACHE_ROOM_MIN 32     /* blocks it may grow to whatever CACHE_BYTES, */
 #define HAK_CACHE_ROOM_MIN_BYTES ((long)256 << 10)   /* up to these bytes (hak_class_cache_room) */
+#define HAK_PROF_CACHE_MIN 32     /* blocks a cache starts with while heap profiling, */
+#define HAK_PROF_CACHE_MIN_BYTES ((long)512 << 10)   /* up to these bytes (hak_class_cache_cap) */
 
 /* ---- upper bounds of the release-policy options (options.c) */
 #define HAK_SHARED_POOL_SLOTS  64
@@ -319,6 +321,7 @@ typedef struct hak_prof_state_s {
   uint64_t     stack_gen;              /* counts the changes of stack */
   hak_prof_found_t found[1 << HAK_PROF_FOUND_BITS];   /* direct-mapped by size */
   hak_stack_memo_t memo;
+  hak_cache_look_t looks[HAK_CLASSES];   /* each counted cache at the last sweeps (heap.c) */
 } hak_prof_state_t;
 
 /* Header of a large block. */

@@ -220,6 +220,30 @@ static void test_sampled_release(void) {
         held >> 10, left >> 10);
 }
 
+/* The profiler heap's cache of a class whose blocks are large holds fewer
+ * than 8 of them: freeing 8 sampled blocks of each size from 64 to 128 KiB,
+ * largest first, used to push the extra ones of a class into the next
+ * class's cache, which then handed them out for its larger size. Every
+ * block of these sizes is sampled at SAMPLE. */
+static void test_sampled_classes(void) {
+  enum { PER = 8, SIZES = 9 };
+  static void *blocks[SIZES][PER];
+  for (int k = 0; k < SIZES; k++)
+    for (int i = 0; i < PER; i++) blocks[k][i] = T_malloc((64 << 10) + (size_t)k * (8 << 10));
+  for (int k = SIZES - 1; k >= 0; k--)
+    for (int i = 0; i < PER; i++) T_free(blocks[k][i]);
+  int short_blocks = 0;
+  for (int k = 0; k < SIZES; k++)
+    for (int i = 0; i < PER; i++) {
+      size_t size = (64 << 10) + (size_t)k * (8 << 10);
+      blocks[k][i] = T_malloc(size);
+      short_blocks += T_usable_size(blocks[k][i]) < size;
+    }
+  for (int k = 0; k < SIZES; k++)
+    for (int i = 0; i < PER; i++) T_free(blocks[k][i]);
+  CHECK(short_blocks == 0, "%d sampled blocks handed out smaller than asked", short_blocks);
+}
+
 /* Sampling counts each allocation once, aligned or not: 64 B blocks from
  * malloc and from aligned_alloc in turn, the same bytes each, are
  * estimated alike. (An aligned allocation made while the counted cache held
@@ -291,6 +315,7 @@ static int child(void) {
   CHECK(t.header_ok && t.maps_ok, "no profile %s after SIGUSR2", path);
   for (size_t i = 0; i < na; i++) T_free(a[i]);
   test_sampled_release();
+  test_sampled_classes();
 #if HAK_STAT >= 2
   /* the statistics count sampled blocks like any other */
   struct hak_stats st;
