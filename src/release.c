@@ -46,8 +46,14 @@ void hak_release_retaken(uint64_t purged_at) {
  * dirty (types.h). */
 static uint64_t purge_deadline(uint64_t now) { return now + hak_release_delay() / 2; }
 
-/* Called by the owner after it made units of ss dirty (or emptied it). */
+/* Called by the owner after it made units of ss dirty (or emptied it). An
+ * empty SuperSlab outside the arena, which no background sweep reaches,
+ * goes to the shared pool at once beyond those the heap keeps, as its
+ * owner may not pass a slow path again. */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
+  if (!hak_in_arena((uintptr_t)ss) && ss->free_units == HAK_UNITS_ALL &&
+      h->empty_superslabs > (uint32_t)hak_opt(hak_option_keep_empty_superslabs) && hak_superslab_give_up(h, ss))
+    return;
   uint64_t due = atomic_load(&ss->purge_at);
   if (!due) {
     uint64_t when = purge_deadline(hak_os_now_ms());
