@@ -169,11 +169,13 @@ void hak_cache_shrink(hak_heap_t *h, unsigned cls) {
   c->end = first + h->cache_first[cls];
 }
 
-/* A class's cache goes back to its slabs, and to its first items: the class
- * starts again as in a new heap (slow start, no swings). */
+/* A class's cache goes back to its slabs, and to its first items, and
+ * while heap profiling so does its counted cache: the class starts again
+ * as in a new heap (slow start, no swings). */
 void hak_cache_return(hak_heap_t *h, unsigned cls) {
   hak_cache_flush(h, cls, hak_cache_count(&h->cache[cls]));
   hak_cache_shrink(h, cls);
+  if (hak_prof_on) hak_prof_return(h, cls);
   h->refill_batch[cls] = 0;
   h->swings[cls] = 0;
   h->flushing[cls] = 0;

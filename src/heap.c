@@ -154,7 +154,6 @@ void hak_heap_collect_idle(hak_heap_t *h) {
     if (big_counted && !cache_idle(&h->prof->counted[c], &h->prof->looks[c])) idle = false;
     if (!idle) continue;
     hak_cache_return(h, c);
-    if (hak_prof_on) hak_prof_return(h, c);
   }
   memset(h->refilled, 0, sizeof h->refilled);
 }
@@ -306,7 +305,6 @@ void hak_heap_give_back(hak_heap_t *h) {
  * memory went back to the OS. */
 int hak_heap_release_all(hak_heap_t *h, bool now) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_return(h, c);
-  if (hak_prof_on) hak_prof_heap_release(h);
   hak_heap_collect_all(h);
   hak_remote_flush_all(h);
   return hak_release_purge(h, now ? HAK_PURGE_ALL : HAK_PURGE_LEAVE);

@@ -126,7 +126,7 @@ void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 void  hak_cache_shrink(hak_heap_t *h, unsigned cls);   /* an empty cache back to first items */
-void  hak_cache_return(hak_heap_t *h, unsigned cls);   /* all its blocks to the slabs, first items */
+void  hak_cache_return(hak_heap_t *h, unsigned cls);   /* all its blocks (counted ones too) to the slabs, first items */
 /* Where a heap keeps a class's cache items (heap.c): the first items of
  * its cache, of its counted cache while heap profiling (prof.c), the room
  * its cache grows into (cache.c). */
@@ -249,7 +249,6 @@ void  hak_prof_init(void);            /* from init, after the options */
 void  hak_prof_ready(void);           /* from the constructor */
 void  hak_prof_at_exit(void);
 void  hak_prof_heap_init(hak_heap_t *h);   /* h->prof's counted caches and countdowns */
-void  hak_prof_heap_release(hak_heap_t *h);
 void  hak_prof_return(hak_heap_t *h, unsigned cls);   /* a counted cache's blocks to their slabs, uncounted */
 void *hak_prof_malloc_class(unsigned cls, size_t size);  /* hak_malloc_class while profiling */
 void  hak_prof_large(hak_large_t *hdr, size_t size);     /* a large allocation, while profiling */

@@ -417,10 +417,6 @@ void hak_prof_return(hak_heap_t *h, unsigned cls) {
   h->prof->left[cls] += n;
 }
 
-void hak_prof_heap_release(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_prof_return(h, c);
-}
-
 /* ---- the profile */
 
 /* "<count>: <bytes> [<count>: <bytes>] @" as pprof's heap profiles have it. */

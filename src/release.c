@@ -46,13 +46,18 @@ void hak_release_retaken(uint64_t purged_at) {
  * dirty (types.h). */
 static uint64_t purge_deadline(uint64_t now) { return now + hak_release_delay() / 2; }
 
+/* Is ss wholly empty, and one more than the keep its heap h may hold? */
+static bool extra_empty(const hak_heap_t *h, const hak_superslab_t *ss, uint32_t keep) {
+  return ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > keep;
+}
+
 /* Called by the owner after it made units of ss dirty (or emptied it). An
  * empty SuperSlab outside the arena, which no background sweep reaches,
  * goes to the shared pool at once beyond those the heap keeps, as its
  * owner may not pass a slow path again. */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
-  if (!hak_in_arena((uintptr_t)ss) && ss->free_units == HAK_UNITS_ALL &&
-      h->empty_superslabs > (uint32_t)hak_opt(hak_option_keep_empty_superslabs) && hak_superslab_give_up(h, ss))
+  if (!hak_in_arena((uintptr_t)ss) && extra_empty(h, ss, (uint32_t)hak_opt(hak_option_keep_empty_superslabs)) &&
+      hak_superslab_give_up(h, ss))
     return;
   uint64_t due = atomic_load(&ss->purge_at);
   if (!due) {
@@ -130,7 +135,7 @@ int hak_release_purge(hak_heap_t *h, hak_purge_t how) {
   hak_superslab_t *ss = h->superslabs;
   while (ss) {
     hak_superslab_t *following = ss->next;
-    bool empty = ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > keep;
+    bool empty = extra_empty(h, ss, keep);
     if (empty && how != HAK_PURGE_DUE && hak_superslab_give_up(h, ss)) {
       released = 1;
     } else {

@@ -54,6 +54,12 @@ void hak_size_class_init(void) {
     hak_cache_of_mid[i] = (uint16_t)offsetof(hak_heap_t, cache[hak_class_of((size_t)i * 128)]);
 }
 
+/* blocks of class cls, but no more than fit in bytes */
+static long blocks_within(unsigned cls, long blocks, long bytes) {
+  long fit = bytes / (long)hak_class_size[cls];
+  return fit < blocks ? fit : blocks;
+}
+
 /* Unified cache capacity of a class for a heap created now:
  * CACHE_BYTES / size, within CACHE_MIN..CACHE_MAX, and at least 2 (a flush
  * keeps half). While heap profiling is on, at least 32 blocks within 512
@@ -67,8 +73,7 @@ uint32_t hak_class_cache_cap(unsigned cls) {
   if (cap < hak_opt(hak_option_cache_min)) cap = hak_opt(hak_option_cache_min);
   if (cap > hak_opt(hak_option_cache_max)) cap = hak_opt(hak_option_cache_max);
   if (hak_prof_on) {   /* fewer swaps of the counted caches (docs/profiling.md) */
-    long floor = HAK_PROF_CACHE_MIN_BYTES / (long)hak_class_size[cls];
-    if (floor > HAK_PROF_CACHE_MIN) floor = HAK_PROF_CACHE_MIN;
+    long floor = blocks_within(cls, HAK_PROF_CACHE_MIN, HAK_PROF_CACHE_MIN_BYTES);
     if (cap < floor) cap = floor;
   }
   return cap < 2 ? 2 : (uint32_t)cap;
@@ -87,7 +92,7 @@ uint32_t hak_class_cache_room(unsigned cls) {
   uint32_t cap = hak_class_cache_cap(cls);
   long size = (long)hak_class_size[cls];
   long room = hak_opt(hak_option_cache_bytes) / size;
-  long floor = HAK_CACHE_ROOM_MIN_BYTES / size < HAK_CACHE_ROOM_MIN ? HAK_CACHE_ROOM_MIN_BYTES / size : HAK_CACHE_ROOM_MIN;
+  long floor = blocks_within(cls, HAK_CACHE_ROOM_MIN, HAK_CACHE_ROOM_MIN_BYTES);
   if (room > HAK_CACHE_ROOM_MAX) room = HAK_CACHE_ROOM_MAX;
   if (room < floor) room = floor;
   return room > (long)cap ? (uint32_t)room : cap;
