@@ -226,10 +226,12 @@ size_t hak_large_usable(const void *p, uint8_t kind, const char *fn) {
 }
 
 /* Resize a large block (kind HAK_REG_LARGE) to size > HAK_MID_MAX without
- * copying (large_resize). NULL if the pages could not be moved. */
+ * copying (large_resize). NULL if the pages could not be moved. While heap
+ * profiling, a block that changes its mapping counts as a free of the old
+ * block and an allocation of the new size, as a copy would: its sample, if
+ * any, is forgotten, and the new size is counted and may be sampled. */
 void *hak_large_realloc(void *p, size_t size) {
   hak_large_t *hdr = large_header(p, HAK_REG_LARGE, "realloc", "use after free of");
-  if (hdr->sample) return NULL;   /* a sampled block moves by copying: the new one is counted as allocated */
   size_t off = (uintptr_t)p - (uintptr_t)hdr;
   if (size > PTRDIFF_MAX - 2 * HAK_SS_SIZE) return NULL;
   size_t need = off + size;
@@ -238,6 +240,9 @@ void *hak_large_realloc(void *p, size_t size) {
   hak_large_t *moved = large_resize(hdr, map_size);
   if (!moved) return NULL;
   if (HAK_STAT) hak_stats_large(0, 0, (int64_t)map_size - (int64_t)old_size);
+  if (HAK_UNLIKELY(moved->sample != NULL)) hak_prof_forget(moved);
   if (moved != hdr) large_set_user(moved, (char *)moved + off);
+  moved->sample = NULL;
+  if (HAK_UNLIKELY(hak_prof_on)) hak_prof_large(moved, size);
   return moved->user;
 }

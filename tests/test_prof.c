@@ -29,6 +29,7 @@ __attribute__((noinline)) size_t site_b(void **out, size_t bytes, size_t *n);
 __attribute__((noinline)) size_t site_c(void **out, size_t bytes, size_t *n);
 __attribute__((noinline)) void *site_d(void);
 __attribute__((noinline)) void *site_e(void);
+__attribute__((noinline)) void *site_f(void *p, size_t size);
 
 static size_t fill(void **out, size_t bytes, size_t *n) {
   size_t usable = 0;
@@ -73,8 +74,15 @@ void *site_e(void) {
   return p;
 }
 
-#define SITES 5
-/* Which site a stack names: 'a'..'e', or 0. */
+/* A realloc (test_realloc_sites). */
+void *site_f(void *p, size_t size) {
+  void *q = T_realloc(p, size);
+  calls++;
+  return q;
+}
+
+#define SITES 6
+/* Which site a stack names: 'a'..'f', or 0. */
 static int site_of(const char *stack) {
   const char *s = stack;
   while (*s) {
@@ -89,6 +97,7 @@ static int site_of(const char *stack) {
       if (!strcmp(info.dli_sname, "site_c")) return 'c';
       if (!strcmp(info.dli_sname, "site_d")) return 'd';
       if (!strcmp(info.dli_sname, "site_e")) return 'e';
+      if (!strcmp(info.dli_sname, "site_f")) return 'f';
     }
   }
   return 0;
@@ -101,10 +110,12 @@ struct totals {
   int first_frame_in_hakmem;
 };
 
+static double sample_mean = SAMPLE;   /* the profile's heap_v2/<mean> */
+
 /* pprof's scaling of one stack's counts (heap_v2 sampling). */
 static double scaled(long n, long bytes) {
   if (!n) return 0;
-  double ratio = (double)bytes / n / SAMPLE;
+  double ratio = (double)bytes / n / sample_mean;
   return bytes / (1 - exp(-ratio));
 }
 
@@ -270,6 +281,50 @@ static void test_aligned_sites(const char *dir) {
   }
 }
 
+/* A large block that realloc resizes without copying counts as freed and
+ * allocated anew, as one copied would: at a mean of 4 MiB, 400 blocks of
+ * 256 KiB grown to 4 MiB by realloc are estimated at their new size within
+ * 15% (about 250 samples: 4 standard deviations). Before, a block grown in
+ * place was not counted again, and a sampled one was copied, the copy
+ * counted anew: the estimate was 0. And a sampled block keeps its pages:
+ * realloc moves them with mremap (before, it copied them). */
+static void test_realloc_sites(const char *dir) {
+  enum { BLOCKS = 400 };
+  static void *blocks[BLOCKS];
+  const size_t first = 256 << 10, last = 4 << 20;
+  CHECK(hak_option_set(hak_option_prof_sample, (long)last) == 0, "PROF_SAMPLE could not be set");
+  for (int i = 0; i < BLOCKS; i++) {
+    blocks[i] = T_malloc(first);
+    for (size_t size = 2 * first; size <= last; size *= 2) blocks[i] = site_f(blocks[i], size);
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/realloc.heap", dir);
+  CHECK(hak_prof_dump(path) == 0, "hak_prof_dump(%s) failed", path);
+  CHECK(hak_option_set(hak_option_prof_sample, SAMPLE) == 0, "PROF_SAMPLE could not be set back");
+  sample_mean = (double)last;
+  struct totals t;
+  read_profile(path, &t);
+  sample_mean = SAMPLE;
+  double bytes = (double)BLOCKS * (double)last;
+  CHECK(fabs(t.live[5] / bytes - 1) < 0.15, "%d blocks grown by realloc to %zu bytes, estimated %.0f of %.0f live bytes",
+        BLOCKS, last, t.live[5], bytes);
+  for (int i = 0; i < BLOCKS; i++) T_free(blocks[i]);
+
+  const size_t big = 64 << 20;   /* sampled: the countdown drawn at a mean of 4 MiB ends within it */
+  char *p = T_malloc(big);
+  p[0] = p[big - 1] = 5;
+  hak_trim();   /* no BigCache entry for a copy to grow with mremap */
+  struct hak_stats st;
+  hak_stats_get(&st);
+  uint64_t remaps = st.os_remaps;
+  p = site_f(p, 2 * big);
+  CHECK(p && p[0] == 5 && p[big - 1] == 5, "a sampled block lost its contents in realloc");
+  hak_stats_get(&st);
+  CHECK(st.os_remaps > remaps, "realloc copied sampled large blocks: %llu mremap calls",
+        (unsigned long long)(st.os_remaps - remaps));
+  T_free(p);
+}
+
 static int child(void) {
   enum { MAX = 400000 };
   static void *a[MAX], *b[MAX], *c[MAX];
@@ -316,6 +371,7 @@ static int child(void) {
   for (size_t i = 0; i < na; i++) T_free(a[i]);
   test_sampled_release();
   test_sampled_classes();
+  test_realloc_sites(dir);
 #if HAK_STAT >= 2
   /* the statistics count sampled blocks like any other */
   struct hak_stats st;
