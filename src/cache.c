@@ -192,8 +192,9 @@ static bool cache_grow(hak_heap_t *h, hak_ucache_t *c, unsigned cls) {
   if (h->flushing[cls] || !h->swings[cls]) return false;
   uint32_t cap = hak_cache_cap(c), room = h->cache_room[cls];
   if (cap >= room) return false;
-  void **to = hak_cache_items_at(h, cls, HAK_ITEMS_GROWN);
-  if (c->items != to) {
+  if (cap == h->cache_first[cls]) {   /* into a grown array (not the counted cache's) */
+    void **to = hak_cache_items_at(h, cls, HAK_ITEMS_GROWN);
+    if (hak_prof_on && h->prof->counted[cls].items == to) to = hak_cache_items_at(h, cls, HAK_ITEMS_GROWN_COUNTED);
     uint32_t n = hak_cache_count(c);
     memcpy(to, c->items, n * sizeof(void *));
     c->items = to;

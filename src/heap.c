@@ -165,16 +165,19 @@ static uint32_t growth_room(uint32_t first, uint32_t room) { return room > first
 
 /* A heap's mapping: the heap; while heap profiling is on, its profiling
  * state; the first items of every class's cache, packed; while profiling,
- * the first items of its counted caches (prof.c); then the room each
- * class's cache grows into (cache.c), pages touched only by a cache that
- * grows. */
+ * a second array of them (prof.c's counted caches); then the room each
+ * class's cache grows into (cache.c), and while profiling a second one,
+ * pages touched only by a cache that grows. */
 void **hak_cache_items_at(hak_heap_t *h, unsigned cls, hak_items_t which) {
   void **it = hak_prof_on ? (void **)(h->prof + 1) : (void **)(h + 1);
-  /* how many arrays of every class's first items come before */
-  unsigned before = which == HAK_ITEMS_FIRST ? 0 : which == HAK_ITEMS_COUNTED || !hak_prof_on ? 1 : 2;
+  unsigned firsts = hak_prof_on ? 2 : 1;
+  bool grown = which == HAK_ITEMS_GROWN || which == HAK_ITEMS_GROWN_COUNTED;
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    it += before * h->cache_first[c];
-    if (c < cls) it += which == HAK_ITEMS_GROWN ? growth_room(h->cache_first[c], h->cache_room[c]) : h->cache_first[c];
+    uint32_t first = h->cache_first[c], more = growth_room(first, h->cache_room[c]);
+    /* the arrays of every class that come before this kind's */
+    if (grown) it += firsts * first + (which == HAK_ITEMS_GROWN_COUNTED ? more : 0);
+    else if (which == HAK_ITEMS_COUNTED) it += first;
+    if (c < cls) it += grown ? more : first;
   }
   return it;
 }
@@ -189,7 +192,7 @@ hak_heap_t *hak_heap_new(void) {
     grown += growth_room(first[c], room[c]);
   }
   size_t page = hak_os_page_size();
-  size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) + items * sizeof(void *) : 0) +
+  size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) + (items + grown) * sizeof(void *) : 0) +
                  (items + grown) * sizeof(void *);
   hak_heap_t *h = hak_os_map((bytes + page - 1) & ~(page - 1));
   if (!h) return NULL;

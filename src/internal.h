@@ -127,10 +127,12 @@ void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 void  hak_cache_shrink(hak_heap_t *h, unsigned cls);   /* an empty cache back to first items */
 void  hak_cache_return(hak_heap_t *h, unsigned cls);   /* all its blocks (counted ones too) to the slabs, first items */
-/* Where a heap keeps a class's cache items (heap.c): the first items of
- * its cache, of its counted cache while heap profiling (prof.c), the room
- * its cache grows into (cache.c). */
-typedef enum { HAK_ITEMS_FIRST, HAK_ITEMS_COUNTED, HAK_ITEMS_GROWN } hak_items_t;
+/* Where a heap keeps a class's cache items (heap.c): two arrays of its
+ * first room (the second one while heap profiling), two of the room it
+ * grows into (cache.c; the second one while profiling). While profiling,
+ * the cache and its counted cache (prof.c) each hold one array of the same
+ * room, and trade them. */
+typedef enum { HAK_ITEMS_FIRST, HAK_ITEMS_COUNTED, HAK_ITEMS_GROWN, HAK_ITEMS_GROWN_COUNTED } hak_items_t;
 void **hak_cache_items_at(hak_heap_t *h, unsigned cls, hak_items_t which);
 
 /* ---- superslab.c: SuperSlabs and the slabs carved from them */

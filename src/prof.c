@@ -274,16 +274,31 @@ static void *sample_small(hak_heap_t *h, unsigned cls, size_t size) {
   return p;
 }
 
+/* The counted cache of a class, empty, takes the array of the cache's room
+ * that the cache does not hold, so that the next visit can swap the two
+ * stacks: the cache grew (cache.c) or went back to its first items. */
+static void counted_fit(hak_heap_t *h, unsigned cls) {
+  hak_ucache_t *c = &h->cache[cls], *k = &h->prof->counted[cls];
+  uint32_t cap = hak_cache_cap(c);
+  bool grown = cap != h->cache_first[cls];
+  void **a = hak_cache_items_at(h, cls, grown ? HAK_ITEMS_GROWN : HAK_ITEMS_FIRST);
+  if (c->items == a) a = hak_cache_items_at(h, cls, grown ? HAK_ITEMS_GROWN_COUNTED : HAK_ITEMS_COUNTED);
+  k->top = k->items = a;
+  k->end = a + cap;
+}
+
 /* The general case of a counted cache run dry: the countdown drawn or run
- * out, the class's cache empty, grown (its items are then not the counted
- * cache's to take) or holding more than the class may hand out before its
- * next sample; or an aligned allocation while the counted cache holds
- * blocks, which are counted already: it takes one. After a sample too, the
- * counted cache gets what the class may allocate before the next one. */
+ * out, the class's cache empty, of another room than the counted cache
+ * (which takes an array of the cache's room, for the next visit to swap)
+ * or holding more than the class may hand out before its next sample; or
+ * an aligned allocation while the counted cache holds blocks, which are
+ * counted already: it takes one. After a sample too, the counted cache
+ * gets what the class may allocate before the next one. */
 static HAK_NOINLINE void *malloc_counted(hak_heap_t *h, unsigned cls, size_t size) {
   hak_prof_state_t *st = h->prof;
   hak_ucache_t *from = &h->cache[cls], *to = &st->counted[cls];
   if (to->top != to->items) return hak_cache_pop(h, to, cls, size);
+  if (hak_cache_cap(to) != hak_cache_cap(from)) counted_fit(h, cls);
   if (!st->left[cls]) st->left[cls] = draw_left(h, cls);
   void *p = NULL;
   if (--st->left[cls] == 0) {
@@ -319,18 +334,19 @@ void *hak_prof_malloc_class(unsigned cls, size_t size) {
   hak_prof_state_t *st = (hak_prof_state_t *)(h + 1);   /* h->prof, without the load */
   /* the common case: the class may allocate more before its next sample
    * than its cache holds; this allocation and the counted cache take all
-   * of it, by swapping the two stacks (when they have the same room: a
-   * cache that grew keeps its own), which copies nothing */
+   * of it, by swapping the two stacks (when they have the same room; the
+   * counted cache takes the cache's after it grew: counted_fit), which
+   * copies nothing */
   hak_ucache_t *from = &h->cache[cls], *to = &st->counted[cls];
   void **top = from->top, **items = from->items;
   uint32_t left = st->left[cls], have = (uint32_t)(top - items);
   if (HAK_UNLIKELY(left <= have || !have)) return malloc_counted(h, cls, size);
   void **counted = to->items;
   HAK_PIN(counted);   /* else GCC loads top and items as one vector: 3 instructions more a swap */
-  if (HAK_UNLIKELY(to->top != counted || from->end - items != h->cache_first[cls])) return malloc_counted(h, cls, size);
+  void **end = to->end;
+  if (HAK_UNLIKELY(to->top != counted || end - counted != from->end - items)) return malloc_counted(h, cls, size);
   from->top = from->items = counted;
   to->items = items;
-  void **end = to->end;
   to->end = from->end;
   from->end = end;
   st->left[cls] = left - have;
