@@ -54,26 +54,29 @@ void hak_size_class_init(void) {
     hak_cache_of_mid[i] = (uint16_t)offsetof(hak_heap_t, cache[hak_class_of((size_t)i * 128)]);
 }
 
-/* blocks of class cls, but no more than fit in bytes */
-static long blocks_within(unsigned cls, long blocks, long bytes) {
-  long fit = bytes / (long)hak_class_size[cls];
-  return fit < blocks ? fit : blocks;
+/* The room any cache of class cls may grow to: HAK_CACHE_ROOM_MIN blocks,
+ * but no more than fit in HAK_CACHE_ROOM_MIN_BYTES. */
+static long room_floor(unsigned cls) {
+  long fit = HAK_CACHE_ROOM_MIN_BYTES / (long)hak_class_size[cls];
+  return fit < HAK_CACHE_ROOM_MIN ? fit : HAK_CACHE_ROOM_MIN;
 }
 
 /* Unified cache capacity of a class for a heap created now:
  * CACHE_BYTES / size, within CACHE_MIN..CACHE_MAX, and at least 2 (a flush
- * keeps half). While heap profiling is on, at least 32 blocks within 512
- * KiB: malloc then takes the blocks that frees return only through its
- * slow path (prof.c), once per cache's worth; with mid sizes' 4 to 8 blocks
- * that was every fourth allocation. Without the bound in bytes, a thread
- * kept 32 blocks of each size of 64-128 KiB it used, twice over (its
- * counted cache too): 8 threads churning mid sizes held 380 MiB. */
+ * keeps half). While heap profiling is on, at least the room any cache may
+ * grow to (HAK_CACHE_ROOM_MIN blocks within HAK_CACHE_ROOM_MIN_BYTES):
+ * malloc then takes the blocks that frees return only through its slow
+ * path (prof.c), once per cache's worth; with mid sizes' 4 to 8 blocks
+ * that was every fourth allocation. Not more: the counted cache holds as
+ * many again, for every class a thread uses (8 threads churning batches of
+ * every mid size held 180 MiB with 32 blocks within 512 KiB, 110 MiB with
+ * this floor, 83 MiB unprofiled; docs/profiling.md). */
 uint32_t hak_class_cache_cap(unsigned cls) {
   long cap = hak_opt(hak_option_cache_bytes) / (long)hak_class_size[cls];
   if (cap < hak_opt(hak_option_cache_min)) cap = hak_opt(hak_option_cache_min);
   if (cap > hak_opt(hak_option_cache_max)) cap = hak_opt(hak_option_cache_max);
   if (hak_prof_on) {   /* fewer swaps of the counted caches (docs/profiling.md) */
-    long floor = blocks_within(cls, HAK_PROF_CACHE_MIN, HAK_PROF_CACHE_MIN_BYTES);
+    long floor = room_floor(cls);
     if (cap < floor) cap = floor;
   }
   return cap < 2 ? 2 : (uint32_t)cap;
@@ -92,7 +95,7 @@ uint32_t hak_class_cache_room(unsigned cls) {
   uint32_t cap = hak_class_cache_cap(cls);
   long size = (long)hak_class_size[cls];
   long room = hak_opt(hak_option_cache_bytes) / size;
-  long floor = blocks_within(cls, HAK_CACHE_ROOM_MIN, HAK_CACHE_ROOM_MIN_BYTES);
+  long floor = room_floor(cls);
   if (room > HAK_CACHE_ROOM_MAX) room = HAK_CACHE_ROOM_MAX;
   if (room < floor) room = floor;
   return room > (long)cap ? (uint32_t)room : cap;
