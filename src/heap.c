@@ -182,13 +182,15 @@ void **hak_cache_items_at(hak_heap_t *h, unsigned cls, hak_items_t which) {
   return it;
 }
 
-/* A new heap, in the global list (see hak_cache_items_at). */
-hak_heap_t *hak_heap_new(void) {
+/* A new heap, in the global list (see hak_cache_items_at); with
+ * few_cached, caches of HAK_FEW_CACHED blocks a class that never grow (the
+ * profiler's heap, whose blocks are rare samples). */
+hak_heap_t *hak_heap_new(bool few_cached) {
   uint16_t first[HAK_CLASSES], room[HAK_CLASSES];
   size_t items = 0, grown = 0;
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    items += first[c] = (uint16_t)hak_class_cache_cap(c);
-    room[c] = (uint16_t)hak_class_cache_room(c);
+    items += first[c] = (uint16_t)(few_cached ? HAK_FEW_CACHED : hak_class_cache_cap(c));
+    room[c] = (uint16_t)(few_cached ? HAK_FEW_CACHED : hak_class_cache_room(c));
     grown += growth_room(first[c], room[c]);
   }
   size_t page = hak_os_page_size();
@@ -237,7 +239,7 @@ static hak_heap_t *heap_adopt(void) {
 /* An abandoned heap, else a new one (NULL: no memory). */
 static hak_heap_t *heap_take(void) {
   hak_heap_t *h = heap_adopt();
-  return h ? h : hak_heap_new();
+  return h ? h : hak_heap_new(false);
 }
 
 /* Thread t (0: none) uses heap h from now on: its slabs say so to free's

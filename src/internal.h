@@ -102,7 +102,7 @@ void hak_registry_set(uintptr_t chunk_addr, uint8_t kind);
 
 /* ---- heap.c: thread heaps, their lifecycle and their warm pools */
 extern hak_heap_t hak_heap_empty;
-hak_heap_t *hak_heap_new(void);
+hak_heap_t *hak_heap_new(bool few_cached);
 hak_heap_t *hak_heap_thread_init(void);
 hak_heap_t *hak_heap_list(void);
 void hak_thread_done(void *heap);

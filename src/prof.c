@@ -29,7 +29,6 @@
 
 #define STACK_HEADS  16384            /* hash chains of distinct stacks */
 #define CHUNK_BYTES  ((size_t)256 << 10)
-#define HEAP_CACHED  8                /* freed sampled blocks the profiler heap keeps a class */
 
 bool hak_prof_on;
 hak_heap_t *hak_prof_heap;
@@ -268,7 +267,7 @@ static void *sample_small(hak_heap_t *h, unsigned cls, size_t size) {
   uint32_t depth = capture(h->prof, &frames);
   prof_enter();
   void *p = NULL;
-  if (hak_prof_heap || (hak_prof_heap = hak_heap_new())) p = hak_heap_pop(hak_prof_heap, cls, size);
+  if (hak_prof_heap || (hak_prof_heap = hak_heap_new(true))) p = hak_heap_pop(hak_prof_heap, cls, size);
   if (p) record(h->prof, p, hak_class_size[cls], frames, depth);
   prof_leave();
   return p;
@@ -370,11 +369,11 @@ void hak_prof_large(hak_large_t *hdr, size_t size) {
   prof_leave();
 }
 
-/* A freed sampled block goes to the profiler heap's cache while it holds
- * fewer than HEAP_CACHED of the class (and has room: a cache of large mid
- * blocks holds fewer), else back to its slab: no thread
- * runs that heap's slow paths, so a full-sized cache of its would keep its
- * blocks, and their slabs, for good (hak_prof_trim returns the rest). */
+/* A freed sampled block goes to the profiler heap's cache while it has
+ * room, else back to its slab. That heap's caches hold HAK_FEW_CACHED
+ * blocks a class: no thread runs its slow paths, so a full-sized cache
+ * would keep its blocks, and their slabs, for good, and one refill of it
+ * would carve a batch for one sample (hak_prof_trim returns the rest). */
 void hak_prof_free(void *p) {
   prof_enter();
   forget(p);
@@ -383,7 +382,7 @@ void hak_prof_free(void *p) {
 #if HAK_STAT >= 2
   c->frees++;   /* as free's fast path counts */
 #endif
-  if (hak_cache_count(c) < HEAP_CACHED && c->top < c->end) *c->top++ = p;
+  if (c->top < c->end) *c->top++ = p;
   else hak_slab_put_local(h, p);
   prof_leave();
 }

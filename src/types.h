@@ -78,6 +78,7 @@
 #define HAK_CLASSES       (HAK_TINY_CLASSES + 7 * 8)   /* 1 KiB .. 128 KiB: 7 doublings */
 
 
+#define HAK_FEW_CACHED 2          /* blocks a cache of the profiler's heap holds (hak_heap_new) */
 #define HAK_CACHE_ROOM_MAX 4096   /* blocks a unified cache may grow to (hak_class_cache_room) */
 #define HAK_CACHE_ROOM_MIN 32     /* blocks it may grow to whatever CACHE_BYTES, */
 #define HAK_CACHE_ROOM_MIN_BYTES ((long)256 << 10)   /* up to these bytes (hak_class_cache_room); while
