@@ -163,8 +163,7 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
 void hak_cache_shrink(hak_heap_t *h, unsigned cls) {
   hak_ucache_t *c = &h->cache[cls];
   if (hak_cache_cap(c) == h->cache_first[cls]) return;
-  void **first = hak_cache_items_at(h, cls, HAK_ITEMS_FIRST);
-  if (hak_prof_on && h->prof->counted[cls].items == first) first = hak_cache_items_at(h, cls, HAK_ITEMS_COUNTED);
+  void **first = hak_cache_items_free(h, cls, false, hak_prof_on ? h->prof->counted[cls].items : NULL);
   c->top = c->items = first;
   c->end = first + h->cache_first[cls];
 }
@@ -193,8 +192,7 @@ static bool cache_grow(hak_heap_t *h, hak_ucache_t *c, unsigned cls) {
   uint32_t cap = hak_cache_cap(c), room = h->cache_room[cls];
   if (cap >= room) return false;
   if (cap == h->cache_first[cls]) {   /* into a grown array (not the counted cache's) */
-    void **to = hak_cache_items_at(h, cls, HAK_ITEMS_GROWN);
-    if (hak_prof_on && h->prof->counted[cls].items == to) to = hak_cache_items_at(h, cls, HAK_ITEMS_GROWN_COUNTED);
+    void **to = hak_cache_items_free(h, cls, true, hak_prof_on ? h->prof->counted[cls].items : NULL);
     uint32_t n = hak_cache_count(c);
     memcpy(to, c->items, n * sizeof(void *));
     c->items = to;

@@ -182,6 +182,14 @@ void **hak_cache_items_at(hak_heap_t *h, unsigned cls, hak_items_t which) {
   return it;
 }
 
+/* The array of class cls's first room (grown: of its growth room) that
+ * taken is not: the first of the two, else the second, which only heap
+ * profiling maps (the cache and its counted cache each hold one). */
+void **hak_cache_items_free(hak_heap_t *h, unsigned cls, bool grown, void **taken) {
+  void **a = hak_cache_items_at(h, cls, grown ? HAK_ITEMS_GROWN : HAK_ITEMS_FIRST);
+  return a != taken ? a : hak_cache_items_at(h, cls, grown ? HAK_ITEMS_GROWN_COUNTED : HAK_ITEMS_COUNTED);
+}
+
 /* A new heap, in the global list (see hak_cache_items_at); with
  * few_cached, caches of HAK_FEW_CACHED blocks a class that never grow (the
  * profiler's heap, whose blocks are rare samples). */
@@ -194,8 +202,8 @@ hak_heap_t *hak_heap_new(bool few_cached) {
     grown += growth_room(first[c], room[c]);
   }
   size_t page = hak_os_page_size();
-  size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) + (items + grown) * sizeof(void *) : 0) +
-                 (items + grown) * sizeof(void *);
+  size_t arrays = hak_prof_on ? 2 : 1;   /* of each room (hak_cache_items_at) */
+  size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) : 0) + arrays * (items + grown) * sizeof(void *);
   hak_heap_t *h = hak_os_map((bytes + page - 1) & ~(page - 1));
   if (!h) return NULL;
   memcpy(h->cache_first, first, sizeof first);

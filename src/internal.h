@@ -134,6 +134,7 @@ void  hak_cache_return(hak_heap_t *h, unsigned cls);   /* all its blocks (counte
  * room, and trade them. */
 typedef enum { HAK_ITEMS_FIRST, HAK_ITEMS_COUNTED, HAK_ITEMS_GROWN, HAK_ITEMS_GROWN_COUNTED } hak_items_t;
 void **hak_cache_items_at(hak_heap_t *h, unsigned cls, hak_items_t which);
+void **hak_cache_items_free(hak_heap_t *h, unsigned cls, bool grown, void **taken);
 
 /* ---- superslab.c: SuperSlabs and the slabs carved from them */
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);

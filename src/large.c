@@ -240,9 +240,11 @@ void *hak_large_realloc(void *p, size_t size) {
   hak_large_t *moved = large_resize(hdr, map_size);
   if (!moved) return NULL;
   if (HAK_STAT) hak_stats_large(0, 0, (int64_t)map_size - (int64_t)old_size);
-  if (HAK_UNLIKELY(moved->sample != NULL)) hak_prof_forget(moved);
+  if (HAK_UNLIKELY(moved->sample != NULL)) {
+    hak_prof_forget(moved);
+    moved->sample = NULL;
+  }
   if (moved != hdr) large_set_user(moved, (char *)moved + off);
-  moved->sample = NULL;
   if (HAK_UNLIKELY(hak_prof_on)) hak_prof_large(moved, size);
   return moved->user;
 }

@@ -279,9 +279,7 @@ static void *sample_small(hak_heap_t *h, unsigned cls, size_t size) {
 static void counted_fit(hak_heap_t *h, unsigned cls) {
   hak_ucache_t *c = &h->cache[cls], *k = &h->prof->counted[cls];
   uint32_t cap = hak_cache_cap(c);
-  bool grown = cap != h->cache_first[cls];
-  void **a = hak_cache_items_at(h, cls, grown ? HAK_ITEMS_GROWN : HAK_ITEMS_FIRST);
-  if (c->items == a) a = hak_cache_items_at(h, cls, grown ? HAK_ITEMS_GROWN_COUNTED : HAK_ITEMS_COUNTED);
+  void **a = hak_cache_items_free(h, cls, cap != h->cache_first[cls], c->items);
   k->top = k->items = a;
   k->end = a + cap;
 }
