@@ -67,7 +67,6 @@
 #define HAK_GUARD         (HAK_SECURE ? 4096 : 0)   /* bytes of a guard page, secure build only */
 #define HAK_SS_HEADER     (4096 + HAK_GUARD)        /* bytes of unit 0 taken by the header (and guard) */
 #define HAK_SS_END        (HAK_SS_SIZE - HAK_GUARD) /* where the blocks of the last unit end */
-#define HAK_SLAB_MAX_UNITS 16
 #define HAK_PAGE_BYTES    4096       /* the smallest page: what a refill's slow start touches */
 
 /* ---- size classes: 16-byte steps up to 128 B, then 8 classes per doubling */
