@@ -3,8 +3,6 @@
  * atomics (blocks freed by other threads reach the heap's inbox, heap.c). */
 #include "internal.h"
 
-#define SAME_CLASS_SCAN 4   /* SuperSlabs searched for a run that last held the class */
-
 static void ss_list_push(hak_superslab_t **list, hak_superslab_t *ss) {
   ss->prev = NULL;
   ss->next = *list;
@@ -116,30 +114,31 @@ static uint32_t slab_end(unsigned u, unsigned units) {
 }
 
 /* A new slab of class cls: units that last held the class and may still
- * be resident, in the first SAME_CLASS_SCAN SuperSlabs of the heap's list;
+ * be resident, in the first SuperSlab of the heap's list that has some;
  * else the lowest run of free units of the lowest-addressed SuperSlab with
- * room (the list puts the last SuperSlab taken and those that got room
- * again first; taking from its head, a batch of one size went to a fresh
- * SuperSlab's pages while older ones held the free units of the sizes
- * before: memory mid peaked at 64.8 MiB, 61.8 now, and random_mixed_mid
- * at 9.2 MiB, 8.9 now, with 2.1 MiB of free units touched instead of
- * 2.8); else a SuperSlab from the pool or the arena. */
+ * room; else a SuperSlab from the pool or the arena. Every SuperSlab with
+ * room is looked at: the list puts the last SuperSlab taken and those that
+ * got room again first, and taking from its head, a batch of one size went
+ * to a fresh SuperSlab's pages while older ones held the free units of the
+ * sizes before (memory mid peaked at 64.8 MiB, 61.8 in address order;
+ * random_mixed_mid at 9.2 MiB, 8.9, with 2.1 MiB of free units touched
+ * instead of 2.8), and a class's resident units went unused when they sat
+ * beyond the first four SuperSlabs searched (test_internal's remote
+ * frees). */
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   unsigned units = hak_class_units[cls];
   bool tiny = cls < HAK_TINY_CLASSES;
-  hak_superslab_t *ss = h->superslabs;
-  int u = -1;
-  for (unsigned n = 0; ss && ss->free_units && n < SAME_CLASS_SCAN; ss = ss->next, n++)
-    if ((u = claim_span(ss, cls, units, tiny, true)) >= 0) break;
-  if (u < 0) {
-    hak_superslab_t *low = NULL;
-    for (hak_superslab_t *x = h->superslabs; x && x->free_units; x = x->next) {
-      uint32_t avail = x->free_units & ~HAK_PURGING(atomic_load_explicit(&x->dirty, memory_order_relaxed));
-      if ((!low || x < low) && find_span(x, avail, 0, cls, units, tiny, false) >= 0) low = x;
-    }
-    if (low && (u = claim_span(low, cls, units, tiny, false)) >= 0) ss = low;
+  hak_superslab_t *same = NULL, *low = NULL, *ss = NULL;
+  for (hak_superslab_t *x = h->superslabs; x && x->free_units; x = x->next) {
+    uint64_t w = atomic_load_explicit(&x->dirty, memory_order_relaxed);
+    uint32_t avail = x->free_units & ~HAK_PURGING(w);
+    if (!same && find_span(x, avail, HAK_DIRTY(w), cls, units, tiny, true) >= 0) same = x;
+    if ((!low || x < low) && find_span(x, avail, 0, cls, units, tiny, false) >= 0) low = x;
   }
-  if (u < 0 || !ss) {
+  int u = -1;
+  if (same && (u = claim_span(same, cls, units, tiny, true)) >= 0) ss = same;
+  else if (low && (u = claim_span(low, cls, units, tiny, false)) >= 0) ss = low;
+  if (u < 0) {
     if (!(ss = ss_acquire(h))) return NULL;
     u = claim_span(ss, cls, units, tiny, false);
   }
