@@ -30,7 +30,7 @@ static const hak_option_desc_t table[hak_option_count] = {
   [hak_option_cache_max] = {"CACHE_MAX", HAK_OPT_INT, {256, 128, 32, 128}, 2, 4096, NULL,
                             "most blocks one size class's unified cache starts with"},
   [hak_option_cache_min] = {"CACHE_MIN", HAK_OPT_INT, {16, 4, 2, 4}, 1, 64, NULL,
-                            "blocks every size class's unified cache may hold, however large they are"},
+                            "blocks every size class's unified cache may hold, however large they are, as far as 4 times CACHE_BYTES holds them (2 at least)"},
   [hak_option_purge_delay_ms] = {"PURGE_DELAY_MS", HAK_OPT_INT, {1000, 100, 20, 100}, 0, 60 * MINUTE_MS, NULL,
                                  "milliseconds before the pages of empty slabs go back to the OS"},
   [hak_option_keep_empty_superslabs] = {"KEEP_EMPTY_SUPERSLABS", HAK_OPT_INT, {4, 2, 0, 2}, 0, 1024, NULL,

@@ -69,7 +69,14 @@ static long room_floor(unsigned cls) {
 
 /* Unified cache capacity of a class for a heap created now:
  * CACHE_BYTES / size, within CACHE_MIN..CACHE_MAX, and at least 2 (a flush
- * keeps half). While heap profiling is on, at least the room any cache may
+ * keeps half); CACHE_MIN blocks only as far as CACHE_MIN_BUDGETS times
+ * CACHE_BYTES holds them. Unbounded, CACHE_MIN kept 4 blocks of each class
+ * above 64 KiB (16 above 8 KiB in profile fast), up to 512 KiB (2 MiB) a
+ * class and thread, and the slabs they sit in until the class went idle:
+ * 8 threads churning batches of every mid size (bench memory mid) peaked
+ * at 62 MiB (225 MiB in profile fast, at a third of its speed now), 52
+ * (113) with the bound, and kept 21 MiB idle, 12 now. While heap profiling is
+ * on, at least the room any cache may
  * grow to (HAK_CACHE_ROOM_MIN blocks within HAK_CACHE_ROOM_MIN_BYTES):
  * malloc then takes the blocks that frees return only through its slow
  * path (prof.c), once per cache's worth; with mid sizes' 4 to 8 blocks
@@ -77,14 +84,15 @@ static long room_floor(unsigned cls) {
  * many again, for every class a thread uses (8 threads churning batches of
  * every mid size held 180 MiB with 32 blocks within 512 KiB, 110 MiB with
  * this floor, 83 MiB unprofiled; docs/profiling.md). */
+#define CACHE_MIN_BUDGETS 4
+
 uint32_t hak_class_cache_cap(unsigned cls) {
-  long cap = hak_opt(hak_option_cache_bytes) / (long)hak_class_size[cls];
-  if (cap < hak_opt(hak_option_cache_min)) cap = hak_opt(hak_option_cache_min);
+  long size = (long)hak_class_size[cls], cap = hak_opt(hak_option_cache_bytes) / size;
+  long min = hak_opt(hak_option_cache_min), fit = CACHE_MIN_BUDGETS * hak_opt(hak_option_cache_bytes) / size;
+  if (min > fit) min = fit;
+  if (cap < min) cap = min;
   if (cap > hak_opt(hak_option_cache_max)) cap = hak_opt(hak_option_cache_max);
-  if (hak_prof_on) {   /* fewer swaps of the counted caches (docs/profiling.md) */
-    long floor = room_floor(cls);
-    if (cap < floor) cap = floor;
-  }
+  if (hak_prof_on && cap < room_floor(cls)) cap = room_floor(cls);   /* fewer swaps of the counted caches (docs/profiling.md) */
   return cap < 2 ? 2 : (uint32_t)cap;
 }
 
