@@ -75,24 +75,25 @@ static long room_floor(unsigned cls) {
  * class and thread, and the slabs they sit in until the class went idle:
  * 8 threads churning batches of every mid size (bench memory mid) peaked
  * at 62 MiB (225 MiB in profile fast, at a third of its speed now), 52
- * (113) with the bound, and kept 21 MiB idle, 12 now. While heap profiling is
- * on, at least the room any cache may
- * grow to (HAK_CACHE_ROOM_MIN blocks within HAK_CACHE_ROOM_MIN_BYTES):
- * malloc then takes the blocks that frees return only through its slow
- * path (prof.c), once per cache's worth; with mid sizes' 4 to 8 blocks
- * that was every fourth allocation. Not more: the counted cache holds as
- * many again, for every class a thread uses (8 threads churning batches of
- * every mid size held 180 MiB with 32 blocks within 512 KiB, 110 MiB with
- * this floor, 83 MiB unprofiled; docs/profiling.md). */
+ * (113) with the bound, and kept 21 MiB idle, 12 now.
+ *
+ * While heap profiling is on, at least the room any cache may grow to
+ * (room_floor): malloc then takes the blocks that frees return only
+ * through its slow path (prof.c), once per cache's worth; with mid sizes'
+ * 4 to 8 blocks that was every fourth allocation. Not more: the counted
+ * cache holds as many again, for every class a thread uses (memory mid
+ * profiled held 180 MiB with 32 blocks within 512 KiB, 110 MiB with this
+ * floor against 83 unprofiled; 82 against 52 since the bound above;
+ * docs/profiling.md). */
 #define CACHE_MIN_BUDGETS 4
 
 uint32_t hak_class_cache_cap(unsigned cls) {
-  long size = (long)hak_class_size[cls], cap = hak_opt(hak_option_cache_bytes) / size;
-  long min = hak_opt(hak_option_cache_min), fit = CACHE_MIN_BUDGETS * hak_opt(hak_option_cache_bytes) / size;
+  long size = (long)hak_class_size[cls], bytes = hak_opt(hak_option_cache_bytes), cap = bytes / size;
+  long min = hak_opt(hak_option_cache_min), fit = CACHE_MIN_BUDGETS * bytes / size, floor = room_floor(cls);
   if (min > fit) min = fit;
   if (cap < min) cap = min;
   if (cap > hak_opt(hak_option_cache_max)) cap = hak_opt(hak_option_cache_max);
-  if (hak_prof_on && cap < room_floor(cls)) cap = room_floor(cls);   /* fewer swaps of the counted caches (docs/profiling.md) */
+  if (hak_prof_on && cap < floor) cap = floor;   /* fewer swaps of the counted caches (docs/profiling.md) */
   return cap < 2 ? 2 : (uint32_t)cap;
 }
 
