@@ -60,10 +60,10 @@ void hak_size_class_init(void) {
     hak_cache_of_mid[i] = (uint16_t)offsetof(hak_heap_t, cache[hak_class_of((size_t)i * 128)]);
 }
 
-/* The room any cache of class cls may grow to: HAK_CACHE_ROOM_MIN blocks,
- * but no more than fit in HAK_CACHE_ROOM_MIN_BYTES. */
-static long room_floor(unsigned cls) {
-  long fit = HAK_CACHE_ROOM_MIN_BYTES / (long)hak_class_size[cls];
+/* HAK_CACHE_ROOM_MIN blocks of class cls, but no more than fit in bytes:
+ * with HAK_CACHE_ROOM_MIN_BYTES, the room any cache may grow to. */
+static long room_floor(unsigned cls, long bytes) {
+  long fit = bytes / (long)hak_class_size[cls];
   return fit < HAK_CACHE_ROOM_MIN ? fit : HAK_CACHE_ROOM_MIN;
 }
 
@@ -77,19 +77,20 @@ static long room_floor(unsigned cls) {
  * at 62 MiB (225 MiB in profile fast, at a third of its speed now), 52
  * (113) with the bound, and kept 21 MiB idle, 12 now.
  *
- * While heap profiling is on, at least the room any cache may grow to
- * (room_floor): malloc then takes the blocks that frees return only
- * through its slow path (prof.c), once per cache's worth; with mid sizes'
- * 4 to 8 blocks that was every fourth allocation. Not more: the counted
- * cache holds as many again, for every class a thread uses (memory mid
- * profiled held 180 MiB with 32 blocks within 512 KiB, 110 MiB with this
- * floor against 83 unprofiled; 82 against 52 since the bound above;
- * docs/profiling.md). */
+ * While heap profiling is on, at least half the room any cache may grow
+ * to (room_floor within HAK_CACHE_ROOM_MIN_BYTES / 2): malloc then takes
+ * the blocks that frees return only through its slow path (prof.c), once
+ * per cache's worth, and the counted cache holds as many again, so that
+ * the two hold no more than that room. With the whole room each, memory
+ * mid profiled peaked at 82 MiB against 52 unprofiled (110 against 83
+ * before the bound above; 180 with 32 blocks within 512 KiB), 66 with
+ * half; with no floor, 69, and no fewer slow paths (docs/profiling.md). */
 #define CACHE_MIN_BUDGETS 4
 
 uint32_t hak_class_cache_cap(unsigned cls) {
   long size = (long)hak_class_size[cls], bytes = hak_opt(hak_option_cache_bytes), cap = bytes / size;
-  long min = hak_opt(hak_option_cache_min), fit = CACHE_MIN_BUDGETS * bytes / size, floor = room_floor(cls);
+  long min = hak_opt(hak_option_cache_min), fit = CACHE_MIN_BUDGETS * bytes / size;
+  long floor = room_floor(cls, HAK_CACHE_ROOM_MIN_BYTES / 2);
   if (min > fit) min = fit;
   if (cap < min) cap = min;
   if (cap > hak_opt(hak_option_cache_max)) cap = hak_opt(hak_option_cache_max);
@@ -110,7 +111,7 @@ uint32_t hak_class_cache_room(unsigned cls) {
   uint32_t cap = hak_class_cache_cap(cls);
   long size = (long)hak_class_size[cls];
   long room = hak_opt(hak_option_cache_bytes) / size;
-  long floor = room_floor(cls);
+  long floor = room_floor(cls, HAK_CACHE_ROOM_MIN_BYTES);
   if (room > HAK_CACHE_ROOM_MAX) room = HAK_CACHE_ROOM_MAX;
   if (room < floor) room = floor;
   return room > (long)cap ? (uint32_t)room : cap;

@@ -81,7 +81,8 @@
 #define HAK_CACHE_ROOM_MAX 4096   /* blocks a unified cache may grow to (hak_class_cache_room) */
 #define HAK_CACHE_ROOM_MIN 32     /* blocks it may grow to whatever CACHE_BYTES, */
 #define HAK_CACHE_ROOM_MIN_BYTES ((long)256 << 10)   /* up to these bytes (hak_class_cache_room); while
-                                                        heap profiling, a cache starts there (hak_class_cache_cap) */
+                                                        heap profiling, a cache starts within half
+                                                        of them (hak_class_cache_cap) */
 
 /* ---- upper bounds of the release-policy options (options.c) */
 #define HAK_SHARED_POOL_SLOTS  64
