@@ -39,6 +39,19 @@ PEERS = {
 ORDER = ["glibc", "hakmem", "mimalloc", "jemalloc", "tcmalloc"]
 BASELINE = "mimalloc"
 
+# The peers' heap profilers, sampling at a mean of 512 KiB as
+# hakmem@PROF_SAMPLE=512K does, for the cost of profiling side by side
+# (docs/profiling.md): name -> (file names, Debian package, environment).
+# jemalloc's prof keeps a stack trace per sampled allocation (no profile
+# written at exit); gperftools' full tcmalloc does the same with
+# TCMALLOC_SAMPLE_PARAMETER (its minimal build cannot sample).
+PROFILED_PEERS = {
+    "jemalloc:prof": (PEERS["jemalloc"][0], PEERS["jemalloc"][1],
+                      ["MALLOC_CONF=prof:true,prof_active:true,lg_prof_sample:19,prof_final:false"]),
+    "tcmalloc:prof": (["libtcmalloc.so.4"], "libgoogle-perftools4",
+                      ["TCMALLOC_SAMPLE_PARAMETER=524288"]),
+}
+
 
 def _lib_dirs():
     dirs = []
@@ -59,10 +72,13 @@ def _lib_dirs():
 
 
 def find_peer(name):
-    files, _ = PEERS[name]
-    env = os.environ.get(name.upper() + "_LIB")  # e.g. MIMALLOC_LIB=/path/lib.so
-    if env:
-        return env if os.path.exists(env) else None
+    if name in PROFILED_PEERS:
+        files = PROFILED_PEERS[name][0]
+    else:
+        files, _ = PEERS[name]
+        env = os.environ.get(name.upper() + "_LIB")  # e.g. MIMALLOC_LIB=/path/lib.so
+        if env:
+            return env if os.path.exists(env) else None
     for f in files:
         for d in _lib_dirs():
             p = os.path.join(d, f)
@@ -77,7 +93,10 @@ PROFILES = ["fast", "balanced", "lean", "auto"]
 def alloc_env(name):
     """The environment an allocator name asks for: hakmem:PROFILE is hakmem
     with HAKMEM_PROFILE=PROFILE; hakmem@NAME=VALUE+NAME=VALUE is hakmem with
-    HAKMEM_NAME=VALUE for each (hakmem@PROF_SAMPLE=512K)."""
+    HAKMEM_NAME=VALUE for each (hakmem@PROF_SAMPLE=512K); jemalloc:prof
+    and tcmalloc:prof are those peers' heap profilers (PROFILED_PEERS)."""
+    if name in PROFILED_PEERS:
+        return list(PROFILED_PEERS[name][2])
     if name.startswith("hakmem:"):
         return ["HAKMEM_PROFILE=" + name.split(":", 1)[1]]
     if name.startswith("hakmem@"):
@@ -90,14 +109,17 @@ def allocators(hakmem_lib=None):
     filtered by BENCH_ALLOCATORS=name,name,... when set; there,
     hakmem:PROFILE (fast, balanced, lean, auto) adds hakmem under that
     profile, after hakmem, hakmem@NAME=VALUE hakmem with those options
-    (alloc_env), and hakmem-secure the secure build (make secure)."""
+    (alloc_env), hakmem-secure the secure build (make secure), and
+    jemalloc:prof, tcmalloc:prof the peers sampling for a heap profile
+    (PROFILED_PEERS), each after its peer."""
     want = os.environ.get("BENCH_ALLOCATORS")
     want = [w.strip() for w in want.split(",") if w.strip()] if want else ORDER
     bad = [w for w in want if w.startswith("hakmem:") and w.split(":", 1)[1] not in PROFILES]
     if bad:
         sys.exit("BENCH_ALLOCATORS: unknown profile in %s (profiles: %s)" % (", ".join(bad), ", ".join(PROFILES)))
     order = ORDER[:2] + ["hakmem:" + p for p in PROFILES] + ["hakmem-secure"] + \
-        [w for w in want if w.startswith("hakmem@")] + ORDER[2:]
+        [w for w in want if w.startswith("hakmem@")] + \
+        [p for name in ORDER[2:] for p in [name, name + ":prof"] if p in PEERS or p in PROFILED_PEERS]
     found, missing = [], []
     for name in order:
         if name not in want:
@@ -121,8 +143,9 @@ def allocators(hakmem_lib=None):
             if lib:
                 found.append((name, lib))
             else:
-                missing.append("%s (%s not found; Debian package %s)"
-                               % (name, PEERS[name][0][0], PEERS[name][1]))
+                files, pkg = (PROFILED_PEERS[name][:2] if name in PROFILED_PEERS
+                              else PEERS[name])
+                missing.append("%s (%s not found; Debian package %s)" % (name, files[0], pkg))
     return found, missing
 
 
