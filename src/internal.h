@@ -150,6 +150,7 @@ int  hak_shared_pool_trim(void);
 /* ---- release.c: giving memory back to the OS */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss);
 void hak_release_tick(hak_heap_t *h);
+void hak_release_grown(hak_heap_t *h, size_t bytes);   /* a new slab of bytes: its heap sweeps sooner */
 typedef enum { HAK_PURGE_DUE, HAK_PURGE_LEAVE, HAK_PURGE_ALL } hak_purge_t;
 int  hak_release_purge(hak_heap_t *h, hak_purge_t how);
 void hak_release_abandoned_due(uint64_t when);

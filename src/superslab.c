@@ -177,6 +177,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   hak_slab_list_push(&h->warm[cls], s);
   HAK_COUNT(h->counters[cls].slabs, 1);
   if (HAK_STAT) hak_stats_slab_bytes(cls, (int64_t)bytes);
+  hak_release_grown(h, bytes);
   return s;
 }
 

@@ -259,7 +259,7 @@ typedef struct hak_heap_s {
   uintptr_t    thread;                 /* hak_thread_id of the thread using the heap, 0: none */
   uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free */
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
-  uint32_t     ticks;                  /* slow-path visits, paces remote-free collection */
+  uint32_t     ticks;                  /* slow-path visits (and new slab bytes) since the last sweep (release.c) */
   uint64_t     refilled[(HAK_CLASSES + 63) / 64];   /* bit per class whose cache refilled since the last
                                           sweep of inboxes (release.c) */
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */
