@@ -229,6 +229,24 @@ static void test_idle_caches(void) {
   CHECK(hak_cache_count(&h->cache[small]) > 0, "a cache of less than 32 KiB went back");
 }
 
+/* A thread that carves new slabs sweeps without waiting for 64 slow-path
+ * visits: a new slab counts as a visit per 8 KiB (release.c), so that 24
+ * blocks of 96 KiB, a dozen visits but 2.3 MiB of new slabs, find the
+ * cache of a size the thread stopped using idle and give it back. */
+static void test_idle_caches_paced_by_slabs(void) {
+  hak_heap_t *h = hak_heap_get();
+  unsigned idle = hak_class_of(48 << 10), big = hak_class_of(96 << 10);
+  void *b[32];
+  for (int i = 0; i < 32; i++) escape(b[i] = malloc(48 << 10));
+  for (int i = 0; i < 32; i++) free(b[i]);
+  CHECK(hak_cache_count(&h->cache[idle]) > 0, "no cache of 48 KiB blocks to go idle");
+  hak_cache_return(h, big);
+  for (int i = 0; i < 24; i++) escape(b[i] = malloc(96 << 10));
+  CHECK(hak_cache_count(&h->cache[idle]) == 0, "a cache idle while 2.3 MiB of new slabs were carved kept %u blocks",
+        hak_cache_count(&h->cache[idle]));
+  for (int i = 0; i < 24; i++) free(b[i]);
+}
+
 /* A SuperSlab that empties stays with its heap, pages and all, for the
  * purge delay: a thread whose footprint swings by SuperSlabs takes it back
  * without a page fault. Then it goes to the shared pool (with
@@ -785,6 +803,7 @@ int main(void) {
   test_remote_order(20000, 200);
   test_sweep_idle();
   test_idle_caches();
+  test_idle_caches_paced_by_slabs();
   test_empty_superslab();
   test_release();
   test_large();
