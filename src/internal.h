@@ -269,7 +269,7 @@ void  hak_prof_fork_child(void);
 #else
 #define HAK_STACK_FAST 0
 #endif
-void     hak_stack_init(void);                /* once, when profiling is on; may allocate */
+bool     hak_stack_init(void);                /* once, when profiling is on; may allocate; false: no unwinder */
 /* The calling thread's return addresses outside hakmem, innermost first,
  * into memo (ip + first, depth of them, at most HAK_STACK_MAX); true if
  * they are the memo's last ones again. */

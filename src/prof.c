@@ -522,14 +522,19 @@ void hak_prof_init(void) {
   }
 }
 
-/* From the constructor: the unwinder's first call may load what it needs,
- * which allocates; done here, before any sample needs it. */
+/* From the constructor: loading the unwinder and its first call allocate;
+ * done here, before any sample needs it. Without it (libgcc_s missing, a
+ * static program) the samples are counted under one unknown stack. */
 void hak_prof_ready(void) {
   if (!hak_prof_on) return;
   in_prof = true;
-  hak_stack_init();
+  ready = hak_stack_init();
   in_prof = false;
-  ready = true;
+  if (!ready) {
+    hak_out_t o;
+    hak_out_init(&o, NULL, NULL);
+    hak_out_str(&o, "hakmem: warning: heap profiling cannot load libgcc_s.so.1's unwinder; samples have no stacks\n");
+  }
 }
 
 void hak_prof_at_exit(void) {

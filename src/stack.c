@@ -19,6 +19,7 @@
  * address met again at the same depth takes its distance from there, not
  * from the shared table, and a stack met again whole is told to the
  * caller, which then counts the sample in the record it found last. */
+#include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
 #include <unwind.h>
@@ -64,6 +65,16 @@ static void cfa_learn(uintptr_t ip, unsigned code) {
 
 /* ---- the DWARF walk */
 
+/* libgcc's unwinder, loaded by hak_stack_init when profiling starts: a
+ * process that does not profile does not map libgcc_s (linking it would
+ * cost every process 64 KiB resident and its constructor's CPUID probes,
+ * slow in a VM, at start-up). NULL: none could be loaded. */
+static struct {
+  _Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);
+  _Unwind_Ptr (*get_ip_info)(struct _Unwind_Context *, int *);
+  _Unwind_Word (*get_cfa)(struct _Unwind_Context *);
+} unwind;
+
 /* libgcc calls walk_frame for each frame with its return address (into
  * the frame's function F) and the stack pointer of F (the CFA of the frame
  * F called); F's distance is the next frame's stack pointer less this one. */
@@ -78,8 +89,8 @@ typedef struct walk_s {
 static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg) {
   walk_t *w = arg;
   int signal = 0;
-  uintptr_t ip = _Unwind_GetIPInfo(ctx, &signal);
-  uintptr_t sp = _Unwind_GetCFA(ctx);
+  uintptr_t ip = unwind.get_ip_info(ctx, &signal);
+  uintptr_t sp = unwind.get_cfa(ctx);
   if (w->first) {   /* stack_walk itself */
     w->first = false;
     w->sp = sp;
@@ -143,7 +154,7 @@ static HAK_NOINLINE uint32_t stack_walk(hak_stack_memo_t *memo, bool *same) {
   *same = false;
   memo->n = 0;   /* the DWARF walk teaches the table, not the memo */
   walk_t w = {out, 0, HAK_STACK_WALK, 0, 0, true, false};
-  if ((_Unwind_Backtrace(walk_frame, &w) == _URC_END_OF_STACK || w.ended) && w.n && HAK_STACK_FAST)
+  if ((unwind.backtrace(walk_frame, &w) == _URC_END_OF_STACK || w.ended) && w.n && HAK_STACK_FAST)
     cfa_learn((uintptr_t)out[w.n - 1], CFA_END);
   return w.n;
 }
@@ -187,8 +198,16 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg) {
   return 0;
 }
 
-void hak_stack_init(void) {
+bool hak_stack_init(void) {
+  void *lib = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib) {
+    *(void **)&unwind.backtrace = dlsym(lib, "_Unwind_Backtrace");
+    *(void **)&unwind.get_ip_info = dlsym(lib, "_Unwind_GetIPInfo");
+    *(void **)&unwind.get_cfa = dlsym(lib, "_Unwind_GetCFA");
+  }
+  if (!unwind.backtrace || !unwind.get_ip_info || !unwind.get_cfa) return false;
   dl_iterate_phdr(find_self, (void *)(uintptr_t)hak_stack_capture);
   hak_stack_memo_t memo = {.n = 0};
   hak_stack_capture(&memo);   /* the unwinder's first call may allocate */
+  return true;
 }

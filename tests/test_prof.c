@@ -15,6 +15,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <unistd.h>
 #include "check.h"
 
@@ -407,10 +408,24 @@ static void pprof_check(const char *dir) {
   CHECK(b > 0 && a / b > 2.7 && a / b < 3.3, "google-pprof --text: site_a %.1f MB, site_b %.1f MB", a, b);
 }
 
+/* True if a file whose name contains name is mapped in this process. */
+static bool mapped(const char *name) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[512];
+  bool found = false;
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, name)) found = true;
+  if (f) fclose(f);
+  return found;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--child")) return child();
 
   CHECK(hak_prof_dump("/dev/null") == ENOENT, "hak_prof_dump with profiling off");
+  /* the unwinder is loaded when profiling starts, not by every process
+   * (UBSan's runtime links it itself) */
+  if (!strstr(argv[0], "ubsan_")) CHECK(!mapped("libgcc_s"), "libgcc_s is mapped with profiling off");
 
   char dir[] = "/tmp/hakmem-prof-XXXXXX";
   if (!mkdtemp(dir)) return 1;
