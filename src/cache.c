@@ -8,15 +8,22 @@
 #define FLUSH_ALL_AFTER 4   /* consecutive flushes of a class before one returns the whole cache */
 
 /* Blocks first..end-1 of slab s have been carved: free accepts them now. The
- * limit of each unit they start in becomes the carved count (types.h). */
+ * limit of each unit they start in becomes the carved count (types.h), and
+ * the units they lie on count the pages up to their end as touched. */
 static void slab_accept(hak_slab_t *s, uint32_t first, uint32_t end) {
   hak_superslab_t *ss = hak_slab_ss(s);
   uint32_t bs = hak_class_size[s->cls];
   uintptr_t at = s->start - (uintptr_t)ss;   /* of block 0, in the SuperSlab */
+  uintptr_t to = at + (uintptr_t)end * bs;   /* of the last block's end */
   hak_slab_t *slabs = hak_ss_slabs(ss);
-  hak_slab_t *d = &slabs[(at + (uintptr_t)first * bs) >> HAK_UNIT_SHIFT];
-  hak_slab_t *last = &slabs[(at + (uintptr_t)(end - 1) * bs) >> HAK_UNIT_SHIFT];
-  for (; d <= last; d++) __atomic_store_n(&d->limit, end, __ATOMIC_RELAXED);
+  unsigned u = (unsigned)((at + (uintptr_t)first * bs) >> HAK_UNIT_SHIFT);
+  unsigned last = (unsigned)((at + (uintptr_t)(end - 1) * bs) >> HAK_UNIT_SHIFT);
+  for (unsigned i = u; i <= last; i++) __atomic_store_n(&slabs[i].limit, end, __ATOMIC_RELAXED);
+  for (unsigned i = u; i <= (unsigned)((to - 1) >> HAK_UNIT_SHIFT); i++) {
+    uintptr_t in = to - ((uintptr_t)i << HAK_UNIT_SHIFT);
+    uint32_t pages = in >= HAK_UNIT_SIZE ? HAK_UNIT_SIZE / HAK_PAGE_BYTES : (uint32_t)((in + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES);
+    if (ss->touched[i] < pages) ss->touched[i] = (uint8_t)pages;
+  }
 }
 
 /* The block after p on slab s's free list, p leaving it. The secure build

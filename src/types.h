@@ -180,6 +180,8 @@ typedef struct hak_superslab_s {
   hak_slab_link_t links[HAK_UNITS];  /* of the slab beginning at each unit */
   struct hak_superslab_s *next, *prev;   /* owning heap's list */
   uint8_t span_class[HAK_UNITS];   /* 1 + class of the slab that last began at each unit, 0 if none (owner only) */
+  uint8_t touched[HAK_UNITS];      /* pages from each unit's start that blocks were carved on since the
+                                      unit was last taken clean: what a dirty unit may hold resident (owner only) */
 } hak_superslab_t;
 #define HAK_DIRTY(w)    ((uint32_t)(w))
 #define HAK_PURGING(w)  ((uint32_t)((w) >> 32))

@@ -642,13 +642,70 @@ static void *affinity_thread(void *arg) {
   return arg;
 }
 
-static void test_class_affinity(void) {
+/* fn in a thread of its own, with no purge in between. */
+static void run_unpurged(void *(*fn)(void *)) {
   long delay = hak_option_get(hak_option_purge_delay_ms);
-  hak_option_set(hak_option_purge_delay_ms, 60000);   /* no purge in between */
+  hak_option_set(hak_option_purge_delay_ms, 60000);
   pthread_t t;
-  pthread_create(&t, NULL, affinity_thread, NULL);
+  pthread_create(&t, NULL, fn, NULL);
   pthread_join(t, NULL);
   hak_option_set(hak_option_purge_delay_ms, delay);
+}
+
+/* A slab of a class with no resident units of its own takes the free unit
+ * whose pages its blocks were carved on most (types.h, touched), not the
+ * lowest one: a class that touched a page or two of its unit finds it
+ * again, where the next class would have touched the rest of its pages (a
+ * heap that threads with other sizes adopt one after another ended with
+ * every page of its free units resident: memory threads). */
+typedef struct {
+  hak_superslab_t *ss;
+  unsigned unit, touched;
+} free_unit_t;
+
+static void *resident_thread(void *arg) {
+  hak_heap_t *h = hak_heap_get();
+  char *few = malloc(80), *many[80];
+  escape(few);
+  for (int i = 0; i < 80; i++) escape(many[i] = malloc(1008));
+  free(few);
+  for (int i = 0; i < 80; i++) free(many[i]);
+  hak_heap_release_all(h, false);   /* every slab empty: free units, still resident */
+  static free_unit_t dirty[256];
+  unsigned n = 0, most = 0;
+  hak_superslab_t *low = NULL;
+  for (hak_superslab_t *ss = h->superslabs; ss && ss->free_units; ss = ss->next) {
+    uint64_t w = atomic_load(&ss->dirty);
+    uint32_t avail = ss->free_units & ~HAK_PURGING(w);
+    if (avail && (!low || ss < low)) low = ss;
+    for (uint32_t c = avail & HAK_DIRTY(w); c && n < 256; c &= c - 1) {
+      unsigned u = (unsigned)__builtin_ctz(c);
+      dirty[n++] = (free_unit_t){ss, u, ss->touched[u]};
+      if (ss->touched[u] > most) most = ss->touched[u];
+    }
+  }
+  unsigned lowest = low ? (unsigned)__builtin_ctz(low->free_units & ~HAK_PURGING(atomic_load(&low->dirty))) : 0;
+  unsigned lowest_touched = 0;
+  for (unsigned i = 0; i < n; i++)
+    if (dirty[i].ss == low && dirty[i].unit == lowest) lowest_touched = dirty[i].touched;
+  CHECK(most == HAK_UNIT_SIZE / HAK_PAGE_BYTES && lowest_touched < most,
+        "no free unit with every page touched above a less touched one (most %u, lowest unit %u)", most, lowest_touched);
+  size_t size = 0;   /* a tiny class the heap has no slab or resident unit of */
+  for (size_t s = 1024; s > 512 && !size; s -= 16) {
+    unsigned cls = hak_class_of(s);
+    bool known = h->warm[cls] || h->full[cls] || hak_cache_count(&h->cache[cls]);
+    for (unsigned i = 0; i < n; i++) known |= dirty[i].ss->span_class[dirty[i].unit] == cls + 1;
+    if (!known) size = s;
+  }
+  CHECK(size != 0, "every tiny class above 512 B has a slab or a resident unit");
+  char *p = malloc(size ? size : 1);
+  escape(p);
+  unsigned got = 0;
+  for (unsigned i = 0; i < n; i++)
+    if (dirty[i].ss == hak_ss_of(p) && dirty[i].unit == unit_of(p)) got = dirty[i].touched;
+  CHECK(got == most, "a new class's slab went to a unit with %u pages touched, one had %u", got, most);
+  free(p);
+  return arg;
 }
 
 /* ---- cache growth (cache.c): batches that overflow a class's cache make
@@ -811,7 +868,8 @@ int main(void) {
   test_bigcache_expiry();
   test_bigcache_fit();
   test_heap_adoption();
-  test_class_affinity();
+  run_unpurged(affinity_thread);
+  run_unpurged(resident_thread);
   test_cache_growth();
   test_stacks();
   return test_done("internal");
