@@ -92,7 +92,7 @@ static uint32_t refill_ramp(hak_heap_t *h, unsigned cls, uint32_t batch, uint32_
   return batch;
 }
 
-static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
+static uint32_t refill(hak_heap_t *h, unsigned cls) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
   if (c->top != c->items) return hak_cache_count(c);   /* the tick's allocations refilled it */
@@ -116,6 +116,13 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
     }
   }
   return hak_cache_count(c);
+}
+
+static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
+  bool entered = hak_heap_enter(h);
+  uint32_t n = refill(h, cls);
+  hak_heap_leave(h, entered);
+  return n;
 }
 
 void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size) {
@@ -211,6 +218,7 @@ static bool cache_grow(hak_heap_t *h, hak_ucache_t *c, unsigned cls) {
 }
 
 HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
+  bool entered = hak_heap_enter(h);
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
   /* Half the cache goes back, or all of it on a long run of frees (from
@@ -226,6 +234,7 @@ HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
 #if HAK_STAT >= 2
   c->frees++;
 #endif
+  hak_heap_leave(h, entered);
 }
 
 /* free's fast path found the cache full. The caller is the thread using

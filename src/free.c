@@ -77,6 +77,8 @@ static void inbox_push(hak_heap_t *owner, unsigned cls, void **head, void **tail
   } while (!atomic_compare_exchange_weak_explicit(inbox, &old, head, memory_order_release, memory_order_relaxed));
   if (atomic_load_explicit(&owner->state, memory_order_relaxed) != HAK_HEAP_ACTIVE)
     hak_release_abandoned_due(hak_os_now_ms() + (uint64_t)hak_opt(hak_option_purge_delay_ms));
+  else if (!old)
+    hak_purger_notify();   /* its thread may sleep: the purger takes the inbox (hak_heap_collect_sleeping) */
 }
 
 /* List block p as the k-th address of container c. */
@@ -112,7 +114,9 @@ static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab
 #if HAK_STAT >= 2
     h->cache[s->cls].frees++;   /* as the fast path counts a local free */
 #endif
+    bool entered = hak_heap_enter(h);
     hak_slab_put_local(h, p);
+    hak_heap_leave(h, entered);
   } else if (h) {
     hak_free_remote(p, s);
   } else {   /* an exiting thread, or no memory for a heap: a batch of one */

@@ -15,6 +15,30 @@ static _Atomic(hak_heap_t *) heaps;
 
 hak_heap_t *hak_heap_list(void) { return atomic_load(&heaps); }
 
+/* ---- the slow paths' token: the thread using a heap runs its slow paths
+ * (refills, flushes, sweeps, trims, its exit) holding h->slow, and so does
+ * the purger when it takes the inboxes of a heap whose thread sleeps
+ * (hak_heap_collect_sleeping): the two never change a heap's slabs and
+ * lists at once. The fast paths touch only the caches, which the purger
+ * leaves alone, and know nothing of it. The thread waits (yields) only
+ * while the purger holds the token, for one heap's inboxes. A slow path
+ * entered again from within one (a signal handler's malloc) goes on
+ * without taking it, as it did before there was a token. */
+bool hak_heap_enter(hak_heap_t *h) {
+  uintptr_t me = hak_thread_id(), held = 0;
+  while (!atomic_compare_exchange_weak_explicit(&h->slow, &held, me, memory_order_acquire, memory_order_relaxed)) {
+    if (held == me) return false;
+    if (held) hak_os_yield();
+    held = 0;
+  }
+  atomic_store_explicit(&h->visits, atomic_load_explicit(&h->visits, memory_order_relaxed) + 1, memory_order_relaxed);
+  return true;
+}
+
+void hak_heap_leave(hak_heap_t *h, bool entered) {
+  if (entered) atomic_store_explicit(&h->slow, 0, memory_order_release);
+}
+
 /* ---- slab lists (warm pool and full list), owner only */
 
 static hak_slab_link_t *link_of(hak_slab_t *s) {
@@ -103,6 +127,59 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t 
 void hak_heap_collect_all(hak_heap_t *h) {
   for (unsigned c = 0; c < HAK_CLASSES; c++)
     if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) hak_heap_take_remote(h, c, NULL, 0);
+}
+
+/* The purger's look at the heaps in use (hak_heap_collect_sleeping): 0
+ * open, 1 collecting a heap's inboxes, 2 closed while a fork is under way
+ * (the child would find a heap half changed by a thread it lacks). */
+static _Atomic int collector;
+
+void hak_heap_fork_prepare(void) {
+  int open = 0;
+  while (!atomic_compare_exchange_weak(&collector, &open, 2)) {
+    open = 0;
+    hak_os_yield();
+  }
+}
+
+void hak_heap_fork_done(void) { atomic_store(&collector, 0); }
+
+/* Blocks that other threads free wait in their owner's inboxes until its
+ * thread reaches a slow path; a thread that waits (a main thread in
+ * pthread_join, a listener in accept) would keep them, and the slabs they
+ * hold, for as long as it waits: larson's main thread, whose first blocks
+ * the workers free, kept about 1 MiB. So the purger, at each pass, takes
+ * the inboxes of the heaps whose thread entered no slow path since its
+ * last pass back to their slabs, holding the heap's token (above); the
+ * slabs that empty go back to the OS after the usual delays. Returns
+ * whether a heap's inboxes were left for its thread (busy, or in a slow
+ * path), so that the purger looks again. */
+bool hak_heap_collect_sleeping(void) {
+  bool later = false;
+  for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap) {
+    if (h == hak_prof_heap || atomic_load_explicit(&h->state, memory_order_relaxed) != HAK_HEAP_ACTIVE) continue;
+    bool any = false;
+    for (unsigned c = 0; c < HAK_CLASSES && !any; c++) any = atomic_load_explicit(&h->inbox[c], memory_order_relaxed);
+    uint32_t visits = atomic_load_explicit(&h->visits, memory_order_relaxed);
+    bool busy = visits != h->visits_seen;
+    h->visits_seen = visits;
+    if (!any) continue;
+    int open = 0;
+    uintptr_t none = 0;
+    if (busy || !atomic_compare_exchange_strong(&collector, &open, 1)) {
+      later = true;
+      continue;
+    }
+    if (atomic_compare_exchange_strong_explicit(&h->slow, &none, hak_thread_id(), memory_order_acquire,
+                                                memory_order_relaxed)) {
+      if (atomic_load(&h->state) == HAK_HEAP_ACTIVE) hak_heap_collect_all(h);
+      atomic_store_explicit(&h->slow, 0, memory_order_release);
+    } else {
+      later = true;
+    }
+    atomic_store(&collector, 0);
+  }
+  return later;
 }
 
 /* A cache goes back to its slabs when IDLE_SWEEPS sweeps in a row found it
@@ -267,12 +344,14 @@ HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {
   hak_init();
   hak_heap_t *h = heap_take();
   if (!h) return NULL;
+  bool entered = hak_heap_enter(h);
   heap_set_thread(h, hak_thread_id());
   hak_tls_heap = h;
   hak_thread_register(h);
   hak_purger_install();
   hak_purger_thread_started();
   hak_heap_collect_all(h);
+  hak_heap_leave(h, entered);
   return h;
 }
 
@@ -317,18 +396,23 @@ void hak_heap_give_back(hak_heap_t *h) {
  * decommitted or passed to the shared pool at once. Returns nonzero if
  * memory went back to the OS. */
 int hak_heap_release_all(hak_heap_t *h, bool now) {
+  bool entered = hak_heap_enter(h);
   for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_return(h, c);
   hak_heap_collect_all(h);
   hak_remote_flush_all(h);
-  return hak_release_purge(h, now ? HAK_PURGE_ALL : HAK_PURGE_LEAVE);
+  int released = hak_release_purge(h, now ? HAK_PURGE_ALL : HAK_PURGE_LEAVE);
+  hak_heap_leave(h, entered);
+  return released;
 }
 
 /* Release what h does not use and leave it abandoned; a purge it still
  * has pending is left to other threads' release ticks. */
 static int heap_release_and_leave(hak_heap_t *h, bool now) {
+  bool entered = hak_heap_enter(h);
   int released = hak_heap_release_all(h, now);
   uint64_t due = h->purge_at;
   atomic_store(&h->state, HAK_HEAP_ABANDONED);
+  hak_heap_leave(h, entered);
   if (due) hak_release_abandoned_due(due);
   return released;
 }
@@ -340,8 +424,10 @@ void hak_thread_done(void *arg) {
   HAK_TRACK_ENTER();
   hak_tls_heap = &hak_heap_empty;
   thread_exited = true;
+  bool entered = hak_heap_enter(arg);
   heap_set_thread(arg, 0);
   heap_release_and_leave(arg, false);
+  hak_heap_leave(arg, entered);
   hak_purger_thread_done();
   HAK_TRACK_LEAVE();
 }

@@ -116,6 +116,11 @@ void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room);
 void hak_heap_collect_all(hak_heap_t *h);
+bool hak_heap_enter(hak_heap_t *h);   /* the slow paths' token (heap.c) */
+void hak_heap_leave(hak_heap_t *h, bool entered);
+bool hak_heap_collect_sleeping(void);
+void hak_heap_fork_prepare(void);
+void hak_heap_fork_done(void);
 void hak_heap_collect_idle(hak_heap_t *h);
 
 /* ---- cache.c: unified cache refill and flush (the tiny/mid slow paths) */

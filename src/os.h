@@ -39,6 +39,8 @@ uint64_t hak_os_now_ms(void);
  * timeout_ms (0: none) passes. */
 void     hak_os_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout_ms);
 void     hak_os_wake(_Atomic uint32_t *word);
+/* Let other threads run (sched_yield). */
+void     hak_os_yield(void);
 /* Run fn(NULL) in a new thread that blocks every signal; *id names it for
  * hak_os_thread_join. */
 bool     hak_os_thread_start(void *(*fn)(void *), uintptr_t *id);

@@ -2,9 +2,11 @@
  * the release policy's delays pass (release.c), so that a program whose
  * threads sleep, or that stopped calling the allocator, still gives back
  * what it freed. It sweeps every SuperSlab of the arena (any thread may
- * decommit dirty units, types.h), collects the heaps of exited threads and
- * expires the BigCache. It never allocates and never touches a heap's
- * caches or lists, so the fast paths know nothing of it.
+ * decommit dirty units, types.h), collects the heaps of exited threads,
+ * takes the inboxes of heaps whose thread sleeps back to their slabs
+ * (holding the heap's slow-path token, heap.c) and expires the BigCache.
+ * It never allocates and never touches a heap's caches, so the fast paths
+ * know nothing of it.
  *
  * It starts on first need: the first deadline scheduled asks for it, and the
  * next slow path that can safely create a thread (hak_purger_poll) starts it.
@@ -36,9 +38,10 @@ static uint64_t purge_pass(void) {
   uint64_t now = hak_os_now_ms();
   uint64_t abandoned = hak_release_abandoned(now);
   uint64_t big = hak_bigcache_tick();
+  uint64_t inboxes = hak_heap_collect_sleeping() ? now + 1 : 0;   /* the next pass */
   hak_ace_poll(now);
   atomic_fetch_add_explicit(&passes, 1, memory_order_relaxed);
-  return hak_deadline_min(hak_deadline_min(next, abandoned), big);
+  return hak_deadline_min(hak_deadline_min(hak_deadline_min(next, abandoned), big), inboxes);
 }
 
 static void *purger_main(void *arg) {
@@ -126,8 +129,19 @@ void hak_purger_stop(bool for_good) {
 /* In a forked child the purger (like every thread but the caller) is gone,
  * and so is any sweep that was under way in another thread; the heap
  * profile's lock, taken before the fork, is let go. */
+static void fork_prepare(void) {
+  hak_heap_fork_prepare();
+  hak_prof_fork_prepare();
+}
+
+static void fork_parent(void) {
+  hak_prof_fork_parent();
+  hak_heap_fork_done();
+}
+
 static void fork_child(void) {
   HAK_TRACK_ENTER();
+  hak_heap_fork_done();
   hak_prof_fork_child();
   hak_release_forget_sweeps();
   hak_ace_forked();
@@ -143,5 +157,5 @@ static void fork_child(void) {
 void hak_purger_install(void) {
   static _Atomic int installed;
   if (!atomic_load_explicit(&installed, memory_order_relaxed) && !atomic_exchange(&installed, 1))
-    pthread_atfork(hak_prof_fork_prepare, hak_prof_fork_parent, fork_child);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

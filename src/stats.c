@@ -154,7 +154,11 @@ HAK_EXPORT void hak_stats_get(struct hak_stats *out) {
   hak_init();
   HAK_TRACK_ENTER();
   hak_heap_t *h = hak_tls_heap;
-  if (h != &hak_heap_empty) hak_heap_collect_all(h);
+  if (h != &hak_heap_empty) {
+    bool entered = hak_heap_enter(h);
+    hak_heap_collect_all(h);
+    hak_heap_leave(h, entered);
+  }
   merge(out);
   subtract_baseline(out);
   HAK_TRACK_LEAVE();

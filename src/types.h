@@ -262,6 +262,9 @@ typedef struct hak_heap_s {
   uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free */
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint32_t     ticks;                  /* slow-path visits (and new slab bytes) since the last sweep (release.c) */
+  _Atomic uintptr_t slow;              /* hak_thread_id of the thread in the heap's slow paths, 0: none (heap.c) */
+  _Atomic uint32_t visits;             /* the heap's slow paths entered, written by that thread */
+  uint32_t     visits_seen;            /* visits when the purger last looked at the heap (purger only) */
   uint64_t     refilled[(HAK_CLASSES + 63) / 64];   /* bit per class whose cache refilled since the last
                                           sweep of inboxes (release.c) */
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */

@@ -617,6 +617,38 @@ static void test_heap_adoption(void) {
   CHECK(exited_heap == first, "new thread did not adopt the abandoned heap");
 }
 
+/* Blocks another thread frees wait in their owner's inbox; while the owner
+ * sleeps (here: waits, calling nothing), the purger takes them back to
+ * their slabs (hak_heap_collect_sleeping), which then hold none of them:
+ * before, they stayed until the owner's next slow path, with the slabs
+ * they hold. */
+#define SLEEPER_N 500
+static void *free_all_thread(void *arg) {
+  void **blocks = arg;
+  for (int i = 0; i < SLEEPER_N; i++) free(blocks[i]);
+  return NULL;
+}
+
+static void test_sleeping_inbox(void) {
+  hak_heap_t *h = hak_heap_get();
+  unsigned cls = hak_class_of(1008);
+  static void *blocks[SLEEPER_N];
+  for (int i = 0; i < SLEEPER_N; i++) escape(blocks[i] = malloc(1008));
+  uint64_t used = h->counters[cls].used_blocks;
+  pthread_t t;
+  pthread_create(&t, NULL, free_all_thread, blocks);
+  pthread_join(t, NULL);
+  CHECK(atomic_load(&h->inbox[cls]) != NULL, "the blocks freed by another thread are not in the inbox");
+  bool waiting = true;
+  for (int k = 0; k < 100 && waiting; k++) {
+    usleep((useconds_t)hak_release_delay() * 1000 / 2 + 50000);
+    waiting = atomic_load(&h->inbox[cls]) != NULL;
+  }
+  CHECK(!waiting, "a sleeping thread's inbox still holds the blocks another thread freed");
+  CHECK(h->counters[cls].used_blocks + SLEEPER_N <= used, "%llu blocks in use, %llu before %d were freed",
+        (unsigned long long)h->counters[cls].used_blocks, (unsigned long long)used, SLEEPER_N);
+}
+
 /* A new slab goes, where it can, to free units that last held a slab of its
  * class and are still resident: two classes whose slabs were released come
  * back to their own units whatever the order (without it, the first class
@@ -868,6 +900,7 @@ int main(void) {
   test_bigcache_expiry();
   test_bigcache_fit();
   test_heap_adoption();
+  test_sleeping_inbox();
   run_unpurged(affinity_thread);
   run_unpurged(resident_thread);
   test_cache_growth();

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -220,6 +221,12 @@ void hak_os_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout_ms)
 void hak_os_wake(_Atomic uint32_t *word) {
   int e = errno;
   syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  errno = e;
+}
+
+void hak_os_yield(void) {
+  int e = errno;
+  sched_yield();
   errno = e;
 }
 
