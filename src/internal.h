@@ -144,6 +144,7 @@ void **hak_cache_items_free(hak_heap_t *h, unsigned cls, bool grown, void **take
 /* ---- superslab.c: SuperSlabs and the slabs carved from them */
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);
 void hak_slab_put_local(hak_heap_t *h, void *p);
+void hak_slab_put_moved(hak_heap_t *h, hak_slab_t *s);
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s);
 bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss);
 
@@ -414,6 +415,17 @@ HAK_INLINE void hak_block_check_free(const void *p, const char *fn) {
   const uintptr_t *w = (const uintptr_t *)p;
   if (HAK_SECURE && HAK_UNLIKELY((w[0] ^ hak_link_end(p)) | (w[1] ^ hak_free_mark_at(p))))
     hak_fatal_corrupt(fn, p);
+}
+
+/* Give n free blocks of slab s back to it (owner only): head, whose link
+ * leads through the others to tail, whose link is not set yet. A slab that
+ * empties is released, one that was full goes to the warm pool. */
+HAK_INLINE void hak_slab_put_chain(hak_heap_t *h, hak_slab_t *s, void *head, void *tail, uint32_t n) {
+  *(uintptr_t *)tail = hak_link_encode(s->free, tail);
+  s->free = head;
+  HAK_COUNT(h->counters[s->cls].used_blocks, -(int64_t)n);
+  s->used = (uint16_t)(s->used - n);
+  if (HAK_UNLIKELY(s->used == 0 || s->in_full)) hak_slab_put_moved(h, s);
 }
 
 HAK_INLINE uint32_t hak_cache_count(const hak_ucache_t *c) { return (uint32_t)(c->top - c->items); }

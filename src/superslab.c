@@ -239,19 +239,19 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   hak_release_schedule(h, ss);
 }
 
-/* Give a block freed by its owner back to its slab. */
-void hak_slab_put_local(hak_heap_t *h, void *p) {
-  hak_superslab_t *ss = hak_ss_of(p);
-  hak_slab_t *s = hak_slab_of(ss, (uintptr_t)p);
-  hak_block_check_free(p, "free");
-  *(uintptr_t *)p = hak_link_encode(s->free, p);
-  s->free = p;
-  HAK_COUNT(h->counters[s->cls].used_blocks, -1);
-  if (--s->used == 0) {
+/* Slab s got blocks back (hak_slab_put_chain) and is empty, or was full. */
+void hak_slab_put_moved(hak_heap_t *h, hak_slab_t *s) {
+  if (s->used == 0) {
     hak_slab_release(h, s);
-  } else if (s->in_full) {
+  } else {
     hak_slab_list_remove(&h->full[s->cls], s);
     s->in_full = 0;
     hak_slab_list_push(&h->warm[s->cls], s);
   }
+}
+
+/* Give a block freed by its owner back to its slab. */
+void hak_slab_put_local(hak_heap_t *h, void *p) {
+  hak_block_check_free(p, "free");
+  hak_slab_put_chain(h, hak_slab_of(hak_ss_of(p), (uintptr_t)p), p, p, 1);
 }

@@ -740,6 +740,34 @@ static void *resident_thread(void *arg) {
   return arg;
 }
 
+/* A flush gives each run of blocks of one unit back to its slab at once
+ * (cache.c): after batches of 48-byte blocks freed in the order they came
+ * and in reverse, the slabs count in use exactly the blocks the cache
+ * holds, and once the cache goes back, no block and no slab. */
+static void *flush_thread(void *arg) {
+  hak_heap_t *h = hak_heap_get();
+  unsigned cls = hak_class_of(48);
+  static unsigned char *b[6000];
+  int bad = 0;
+  for (int round = 0; round < 4; round++) {
+    for (int i = 0; i < 6000; i++) memset(b[i] = malloc(48), round + i, 48);
+    for (int i = 0; i < 6000; i++) {
+      int k = round & 1 ? 5999 - i : i;
+      bad += b[k][0] != (unsigned char)(round + k) || b[k][47] != (unsigned char)(round + k);
+      free(b[k]);
+    }
+    CHECK(h->counters[cls].used_blocks == hak_cache_count(&h->cache[cls]),
+          "round %d: slabs count %llu blocks in use, the cache holds %u", round,
+          (unsigned long long)h->counters[cls].used_blocks, hak_cache_count(&h->cache[cls]));
+  }
+  CHECK(bad == 0, "%d blocks changed before their free", bad);
+  hak_cache_return(h, cls);
+  CHECK(h->counters[cls].used_blocks == 0 && h->counters[cls].slabs == 0,
+        "after the cache went back: %llu blocks in use, %llu slabs", (unsigned long long)h->counters[cls].used_blocks,
+        (unsigned long long)h->counters[cls].slabs);
+  return arg;
+}
+
 /* ---- cache growth (cache.c): batches that overflow a class's cache make
  * it grow until a batch round trip needs no flush and no refill; the
  * blocks keep their contents; leaving the heap shrinks it back. In a
@@ -903,6 +931,7 @@ int main(void) {
   test_sleeping_inbox();
   run_unpurged(affinity_thread);
   run_unpurged(resident_thread);
+  run_unpurged(flush_thread);
   test_cache_growth();
   test_stacks();
   return test_done("internal");
