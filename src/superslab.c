@@ -70,15 +70,16 @@ static uint32_t span_mask(unsigned first, unsigned units) {
  * then fall on the pages that class touched before, where another class
  * would touch others (a heap that threads adopt one after another would
  * otherwise end with every page of its free units resident). Otherwise,
- * for a slab of one unit, the dirty unit with the most pages touched
- * (*resident), the lowest of those: a class new to the heap reuses the
- * pages that another class touched most, and leaves alone the units of
- * classes that touched a page or two, which they find again (memory
- * threads, 1 thread alive at a time: 639 pages of one heap's free units
- * resident after 20,000 threads, 463 now). Else, and for longer slabs, the
- * lowest run: a unit taken from the middle of free units because it was
- * touched splits the runs that longer slabs need (memory mid peaked 3%
- * higher when runs of any length went by their touched pages). */
+ * for a slab of one unit, the dirty unit with the most pages touched (their
+ * number in *resident, where asked), the lowest of those: a class new to
+ * the heap reuses the pages that another class touched most, and leaves
+ * alone the units of classes that touched a page or two, which they find
+ * again (memory threads, 1 thread alive at a time: 639 pages of one heap's
+ * free units resident after 20,000 threads, 463 now). Else, and for longer
+ * slabs, the lowest run: a unit taken from the middle of free units
+ * because it was touched splits the runs that longer slabs need (memory
+ * mid peaked 3% higher when runs of any length went by their touched
+ * pages). */
 static int find_span(const hak_superslab_t *ss, uint32_t avail, uint32_t dirty, unsigned cls, unsigned units,
                      bool tiny, bool same_class, unsigned *resident) {
   uint32_t m = tiny ? avail : (avail & ~1u);
@@ -101,7 +102,7 @@ static int find_span(const hak_superslab_t *ss, uint32_t avail, uint32_t dirty, 
         best = (int)u;
       }
     }
-  *resident = most;
+  if (resident) *resident = most;
   return best;
 }
 
@@ -114,8 +115,7 @@ static int find_span(const hak_superslab_t *ss, uint32_t avail, uint32_t dirty, 
 static int claim_span(hak_superslab_t *ss, unsigned cls, unsigned units, bool tiny, bool same_class) {
   uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
   for (;;) {
-    unsigned resident;
-    int u = find_span(ss, ss->free_units & ~HAK_PURGING(w), HAK_DIRTY(w), cls, units, tiny, same_class, &resident);
+    int u = find_span(ss, ss->free_units & ~HAK_PURGING(w), HAK_DIRTY(w), cls, units, tiny, same_class, NULL);
     if (u < 0) return -1;
     uint32_t span = span_mask((unsigned)u, units);
     for (unsigned i = (unsigned)u; i < (unsigned)u + units; i++)   /* a clean unit has no page resident */
@@ -160,7 +160,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   for (hak_superslab_t *x = h->superslabs; x && x->free_units; x = x->next) {
     uint64_t w = atomic_load_explicit(&x->dirty, memory_order_relaxed);
     uint32_t avail = x->free_units & ~HAK_PURGING(w);
-    if (!same && find_span(x, avail, HAK_DIRTY(w), cls, units, tiny, true, &resident) >= 0) same = x;
+    if (!same && find_span(x, avail, HAK_DIRTY(w), cls, units, tiny, true, NULL) >= 0) same = x;
     if (find_span(x, avail, HAK_DIRTY(w), cls, units, tiny, false, &resident) >= 0 &&
         (!best || resident > most || (resident == most && x < best))) {
       best = x;
