@@ -406,13 +406,14 @@ int hak_heap_release_all(hak_heap_t *h, bool now) {
 }
 
 /* Release what h does not use and leave it abandoned; a purge it still
- * has pending is left to other threads' release ticks. */
+ * has pending is left to other threads' release ticks. The caller keeps the
+ * purger out: an exiting thread holds the heap's token, a collector of
+ * abandoned heaps holds it in state COLLECTING, which the purger leaves
+ * alone. */
 static int heap_release_and_leave(hak_heap_t *h, bool now) {
-  bool entered = hak_heap_enter(h);
   int released = hak_heap_release_all(h, now);
   uint64_t due = h->purge_at;
   atomic_store(&h->state, HAK_HEAP_ABANDONED);
-  hak_heap_leave(h, entered);
   if (due) hak_release_abandoned_due(due);
   return released;
 }
