@@ -79,8 +79,8 @@ static void remote_check(hak_heap_t *h, unsigned cls, const void *c, const void 
 }
 
 /* Secure build: check container c, its link to the next one, its count k
- * and the k addresses it lists, which it decodes in place; it then holds
- * the end of a list, as a free block of a cache does. */
+ * and the k addresses it lists, which it decodes in place (its link stays
+ * encoded: take_remote follows it once more). */
 static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void **next, uint32_t k) {
   remote_check(h, cls, c, c);
   if (next) remote_check(h, cls, c, next);
@@ -89,36 +89,43 @@ static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void *
     c[3 + i] = hak_link_decode((uintptr_t)c[3 + i], &c[3 + i]);
     remote_check(h, cls, c, c[3 + i]);
   }
-  c[0] = (void *)hak_link_end(c);
 }
 
 /* Take the inbox of class cls: up to room blocks into out[] (they stay in
  * use as far as their slabs know, like any cached block), the rest back to
  * their slabs. The inbox holds the newest container first, and a container
- * lists the blocks freed after it: out[] takes each one's list backwards,
- * then the container, so that the cache, popped from its top, hands the
- * blocks out in the order they were freed. A program that frees blocks in
- * the order it got them gets them back in address order as carved, not
- * shuffled (xthread's consumer reads each block's lines in that order). A
- * container goes after the blocks it lists: returning it may empty its
- * slab, whose pages may then be decommitted. Returns the number put in
- * out[]. */
+ * lists the blocks freed after it. The blocks are laid so that the cache,
+ * popped from its top, hands out the most recently freed first, as it does
+ * with its own thread's frees: a count of the chain first, then out[] is
+ * filled from its end, the newest batch's last block on top; what does not
+ * fit (the oldest) goes back to its slabs. The blocks that cycle between a
+ * producer and a consumer thread stay few, so that those in flight lie
+ * close together and share cache lines (xthread: the consumer's misses on
+ * the blocks it reads). A container goes after the blocks it lists:
+ * returning it may empty its slab, whose pages may then be decommitted.
+ * Returns the number put in out[]. */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room) {
   if (!atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) return 0;
-  void **c = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
+  void **first = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
   bool counted = hak_batch_counted(cls);
-  uint32_t n = 0, taken = 0;
-  while (c) {
-    void **next = hak_link_decode((uintptr_t)c[0], c);
+  uint32_t n = 0;
+  for (void **c = first, **next; c; c = next) {
+    next = hak_link_decode((uintptr_t)c[0], c);
     uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
     if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
-    uint32_t fit = room - taken < k ? room - taken : k;
-    for (uint32_t i = k; i > fit; i--) hak_slab_put_local(h, c[2 + i]);
-    for (uint32_t i = fit; i > 0; i--) out[taken++] = c[2 + i];
-    if (taken < room) out[taken++] = c;
-    else hak_slab_put_local(h, c);
     n += k + 1;
-    c = next;
+  }
+  uint32_t taken = n < room ? n : room, at = taken;
+  for (void **c = first, **next; c; c = next) {
+    next = hak_link_decode((uintptr_t)c[0], c);
+    if (HAK_SECURE) c[0] = (void *)hak_link_end(c);   /* a free block of a cache */
+    uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
+    for (uint32_t i = k; i > 0; i--) {
+      if (at) out[--at] = c[2 + i];
+      else hak_slab_put_local(h, c[2 + i]);
+    }
+    if (at) out[--at] = c;
+    else hak_slab_put_local(h, c);
   }
   HAK_COUNT(h->counters[cls].remote_received, n);
   return taken;

@@ -147,10 +147,11 @@ static void test_remote_free(size_t size, int n) {
   for (int i = 0; i < n; i++) free(remote_blocks[i]);
 }
 
-/* Blocks freed by another thread in the order their owner got them come
- * back in that order: the cache pops what take_remote lays in out[]
- * oldest first (a plain chain, containers, a mid class). */
-static void test_remote_order(size_t size, int n) {
+/* Blocks freed by another thread come back most recently freed first, as
+ * the thread's own frees do: the cache pops what take_remote lays in out[]
+ * from its top (a plain chain, containers, a mid class). With room for
+ * fewer, the cache gets the newest and the oldest go back to their slabs. */
+static void test_remote_order(size_t size, int n, int room) {
   hak_heap_t *h = hak_heap_get();
   unsigned cls = hak_class_of(size);
   remote_n = n;
@@ -159,11 +160,14 @@ static void test_remote_order(size_t size, int n) {
   pthread_create(&t, NULL, remote_free_thread, NULL);
   pthread_join(t, NULL);
   static void *out[REMOTE_N];
-  uint32_t got = hak_heap_take_remote(h, cls, out, (uint32_t)n);
-  CHECK(got == (uint32_t)n, "size %zu: %u of %d remotely freed blocks taken", size, got, n);
-  int in_order = 0;
-  for (uint32_t j = 0; j < got; j++) in_order += out[got - 1 - j] == remote_blocks[j];
-  CHECK(in_order == n, "size %zu: %d of %d blocks come back in the order they were freed", size, in_order, n);
+  uint64_t used = h->counters[cls].used_blocks;
+  uint32_t got = hak_heap_take_remote(h, cls, out, (uint32_t)room);
+  CHECK(got == (uint32_t)room, "size %zu: %u of %d remotely freed blocks taken, room for %d", size, got, n, room);
+  CHECK(h->counters[cls].used_blocks + (uint64_t)(n - room) == used, "size %zu: %llu blocks in use, %llu before %d went back",
+        size, (unsigned long long)h->counters[cls].used_blocks, (unsigned long long)used, n - room);
+  int newest_first = 0;
+  for (uint32_t j = 0; j < got; j++) newest_first += out[j] == remote_blocks[n - room + (int)j];
+  CHECK(newest_first == room, "size %zu: %d of %d blocks come back most recently freed first", size, newest_first, room);
   for (uint32_t j = 0; j < got; j++) hak_slab_put_local(h, out[j]);
 }
 
@@ -914,10 +918,13 @@ int main(void) {
   test_remote_free(640, REMOTE_N);
   test_remote_free(20000, 500);
   test_remote_batch();
-  test_remote_order(16, 1000);
-  test_remote_order(48, 1000);
-  test_remote_order(640, 1000);
-  test_remote_order(20000, 200);
+  test_remote_order(16, 1000, 1000);
+  test_remote_order(48, 1000, 1000);
+  test_remote_order(640, 1000, 1000);
+  test_remote_order(20000, 200, 200);
+  test_remote_order(16, 1000, 300);
+  test_remote_order(48, 1000, 301);
+  test_remote_order(640, 1000, 77);
   test_sweep_idle();
   test_idle_caches();
   test_idle_caches_paced_by_slabs();
