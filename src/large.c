@@ -94,22 +94,26 @@ static hak_large_t *large_resize(hak_large_t *hdr, size_t map_size) {
 }
 
 /* A BigCache entry of another size made a mapping of map_size bytes: cut
- * (the rest split off as an entry of its own, but not in the secure build,
- * where each mapping has its guard page after it), or grown with mremap.
- * NULL if the pages could not be moved (the entry is unmapped). */
+ * (the rest split off as an entry of its own), or grown with mremap. In the
+ * secure build the cut mapping gets a guard page after it, and the rest
+ * keeps the entry's. NULL if the pages could not be moved (the entry is
+ * unmapped). */
 static hak_large_t *large_fit(hak_large_t *hdr, size_t map_size) {
-  size_t at = hdr->map_size, cut = (map_size + HAK_SS_MASK) & ~(size_t)HAK_SS_MASK;
-  if (!HAK_SECURE && at > cut + HAK_MID_MAX) {
-    /* the pages past the 2 MiB boundary after map_size go back to the
-     * BigCache as an entry of their own, those before it to the OS */
+  size_t at = hdr->map_size, cut = (map_size + HAK_GUARD + HAK_SS_MASK) & ~(size_t)HAK_SS_MASK;
+  if (at > cut + HAK_MID_MAX) {
+    /* the pages past the 2 MiB boundary after map_size (and its guard) go
+     * back to the BigCache as an entry of their own, those before it to
+     * the OS */
     hak_large_t *rest = (hak_large_t *)((char *)hdr + cut);
     rest->map_base = (uintptr_t)rest;
     rest->map_size = at - cut;
     rest->user = NULL;
     rest->check = 0;
     hak_registry_set((uintptr_t)rest, HAK_REG_LARGE);
-    if (cut > map_size) hak_os_unmap((char *)hdr + map_size, cut - map_size);   /* pages the block would not use */
+    if (cut > map_size + HAK_GUARD)   /* pages the block would not use */
+      hak_os_unmap((char *)hdr + map_size + HAK_GUARD, cut - map_size - HAK_GUARD);
     hdr->map_size = map_size;
+    guard_set(hdr);
     if (!hak_bigcache_put(rest)) large_unmap(rest, HAK_REG_LARGE);
     return hdr;
   }

@@ -93,6 +93,26 @@ static void test_large_guards(void) {
   r = T_realloc(r, 250 * 1024);
   CHECK(r[250 * 1024 - 1] == 4 && faults(write_byte, r + T_usable_size(r)), "guard after a shrunk block");
   T_free(r);
+  /* a BigCache entry cut for a smaller block: the block gets a guard page
+   * after it, the rest (an entry of its own, reused next) keeps the old */
+  char *big = T_malloc(8u << 20);
+  uintptr_t big_at = (uintptr_t)big, big_end = big_at + T_usable_size(big);
+  __asm__("" : "+r"(big_at), "+r"(big_end));   /* addresses compared after the free, not the pointer */
+  T_free(big);
+  char *head = T_malloc(1u << 20);
+  size_t hn = T_usable_size(head);
+  memset(head, 5, hn);
+  CHECK(((uintptr_t)head & ~(uintptr_t)HAK_SS_MASK) == (big_at & ~(uintptr_t)HAK_SS_MASK),
+        "the 1 MiB block %p is not the head of the cached 8 MiB one", (void *)head);
+  CHECK(faults(write_byte, head + hn), "no guard page after a block cut from a BigCache entry");
+  char *rest = T_malloc(4u << 20);
+  size_t rn = T_usable_size(rest);
+  memset(rest, 6, rn);
+  CHECK(rest > head + hn && (uintptr_t)rest + rn <= big_end, "the 4 MiB block %p is not the rest of the 8 MiB one", (void *)rest);
+  CHECK(faults(write_byte, rest + rn), "no guard page after the rest of a cut BigCache entry");
+  CHECK(head[hn - 1] == 5, "the cut block's last byte changed");
+  T_free(rest);
+  T_free(head);
 }
 
 /* The offsets from the slab start, in blocks, of the first 48 blocks of
