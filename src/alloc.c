@@ -3,11 +3,11 @@
 
 #include "internal.h"
 
-HAK_EXPORT void *hak_malloc(size_t size) { return hak_malloc_entry(size); }
+HAK_TWO_BUILDS(HAK_EXPORT, void *, hak_malloc, (size_t size), hak_malloc_entry_of, (size));
 
 HAK_EXPORT void hak_free(void *p) { hak_free_entry(p); }
 
-HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
+static inline void *calloc_of(bool counted, size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) {
     errno = ENOMEM;
@@ -16,11 +16,13 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
   HAK_TRACK_ENTER();
   void *p;
   if (total > HAK_MID_MAX) p = hak_large_alloc(total, HAK_ALIGN, true);   /* zeroed there */
-  else if ((p = hak_malloc_fast(total))) hak_block_zero(p, total);
+  else if ((p = hak_malloc_fast_of(counted, total))) hak_block_zero(p, total);
   HAK_TRACK_LEAVE();
   HAK_TRACK_ALLOC(p, total, true);
   return p;
 }
+
+HAK_TWO_BUILDS(HAK_EXPORT, void *, hak_calloc, (size_t count, size_t size), calloc_of, (count, size));
 
 /* glibc semantics: realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and
  * returns NULL; on failure the old block is untouched. A slab block, or a
@@ -29,7 +31,7 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
  * other large blocks are resized in place or moved with their pages (no
  * copy). resize returns the block that holds p's contents now, or NULL;
  * *copied: a new block that p's were copied to, and p is still to free. */
-static void *resize(void *p, size_t size, size_t usable, bool *copied) {
+static void *resize(bool counted, void *p, size_t size, size_t usable, bool *copied) {
   uint8_t kind = hak_registry_kind((uintptr_t)p);
   if (kind == HAK_REG_LARGE && size > HAK_MID_MAX) {
     void *q = hak_large_realloc(p, size);
@@ -37,15 +39,15 @@ static void *resize(void *p, size_t size, size_t usable, bool *copied) {
   } else if (size <= usable && (size >= usable / 2 || usable <= 64)) {
     return p;
   }
-  void *q = hak_malloc_fast(size);
+  void *q = hak_malloc_fast_of(counted, size);
   if (!q) return NULL;
   hak_block_copy(q, p, size < usable ? size : usable);
   *copied = true;
   return q;
 }
 
-HAK_EXPORT void *hak_realloc(void *p, size_t size) {
-  if (!p) return hak_malloc_entry(size);
+static inline void *realloc_of(bool counted, void *p, size_t size) {
+  if (!p) return hak_malloc_entry_of(counted, size);
   if (size == 0) {
     hak_free_entry(p);
     return NULL;
@@ -55,7 +57,7 @@ HAK_EXPORT void *hak_realloc(void *p, size_t size) {
   bool copied = false;
   HAK_TRACK_ENTER();
   size_t usable = hak_block_usable(p, "realloc");
-  void *q = resize(p, size, usable, &copied);
+  void *q = resize(counted, p, size, usable, &copied);
   HAK_TRACK_LEAVE();
   if (!q) return NULL;
   HAK_TRACK_FREE(p);
@@ -68,6 +70,8 @@ HAK_EXPORT void *hak_realloc(void *p, size_t size) {
   HAK_TRACK_DEFINED(q, size < usable ? size : usable);
   return q;
 }
+
+HAK_TWO_BUILDS(HAK_EXPORT, void *, hak_realloc, (void *p, size_t size), realloc_of, (p, size));
 
 HAK_EXPORT void *hak_reallocarray(void *p, size_t count, size_t size) {
   size_t total;

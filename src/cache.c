@@ -157,7 +157,7 @@ void *hak_malloc_class(unsigned cls, size_t size) {
 
 HAK_NOINLINE void *hak_malloc_slow(size_t size) {
   if (size > HAK_MID_MAX) return hak_large_alloc(size, HAK_ALIGN, false);
-  if (HAK_UNLIKELY(hak_prof_on)) return hak_prof_malloc_class(hak_class_of(size), size);
+  if (HAK_UNLIKELY(hak_prof_on)) return hak_prof_malloc_class(hak_class_of(size), size);   /* counted there */
   return hak_malloc_class(hak_class_of(size), size);
 }
 
@@ -188,24 +188,20 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
   HAK_COUNT(h->counters[cls].flush_blocks, n);
 }
 
-/* A cache that grew goes back to first items: its own, or while heap
- * profiling, those its counted cache does not hold (prof.c swaps the two
- * caches' items while they have the same room). */
+/* A cache that grew goes back to its first items. */
 void hak_cache_shrink(hak_heap_t *h, unsigned cls) {
   hak_ucache_t *c = &h->cache[cls];
   if (hak_cache_cap(c) == h->cache_first[cls]) return;
-  void **first = hak_cache_items_free(h, cls, false, hak_prof_on ? h->prof->counted[cls].items : NULL);
+  void **first = hak_cache_items_at(h, cls, false);
   c->top = c->items = first;
   c->end = first + h->cache_first[cls];
 }
 
-/* A class's cache goes back to its slabs, and to its first items, and
- * while heap profiling so does its counted cache: the class starts again
- * as in a new heap (slow start, no swings). */
+/* A class's cache goes back to its slabs, and to its first items: the
+ * class starts again as in a new heap (slow start, no swings). */
 void hak_cache_return(hak_heap_t *h, unsigned cls) {
   hak_cache_flush(h, cls, hak_cache_count(&h->cache[cls]));
   hak_cache_shrink(h, cls);
-  if (hak_prof_on) hak_prof_return(h, cls);
   h->refill_batch[cls] = 0;
   h->swings[cls] = 0;
   h->flushing[cls] = 0;
@@ -222,8 +218,8 @@ static bool cache_grow(hak_heap_t *h, hak_ucache_t *c, unsigned cls) {
   if (h->flushing[cls] || !h->swings[cls]) return false;
   uint32_t cap = hak_cache_cap(c), room = h->cache_room[cls];
   if (cap >= room) return false;
-  if (cap == h->cache_first[cls]) {   /* into a grown array (not the counted cache's) */
-    void **to = hak_cache_items_free(h, cls, true, hak_prof_on ? h->prof->counted[cls].items : NULL);
+  if (cap == h->cache_first[cls]) {   /* into its grown array */
+    void **to = hak_cache_items_at(h, cls, true);
     uint32_t n = hak_cache_count(c);
     memcpy(to, c->items, n * sizeof(void *));
     c->items = to;

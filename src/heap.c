@@ -237,12 +237,7 @@ void hak_heap_collect_idle(hak_heap_t *h) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     if (!(h->refilled[c / 64] >> (c % 64) & 1) && atomic_load_explicit(&h->inbox[c], memory_order_relaxed))
       hak_heap_take_remote(h, c, NULL, 0);
-    bool big = cache_big(&h->cache[c], c), big_counted = hak_prof_on && cache_big(&h->prof->counted[c], c);
-    if (!big && !big_counted) continue;
-    bool idle = !big || cache_idle(&h->cache[c], &h->looks[c]);
-    if (big_counted && !cache_idle(&h->prof->counted[c], &h->prof->looks[c])) idle = false;
-    if (!idle) continue;
-    hak_cache_return(h, c);
+    if (cache_big(&h->cache[c], c) && cache_idle(&h->cache[c], &h->looks[c])) hak_cache_return(h, c);
   }
   memset(h->refilled, 0, sizeof h->refilled);
 }
@@ -253,30 +248,17 @@ void hak_heap_collect_idle(hak_heap_t *h) {
 static uint32_t growth_room(uint32_t first, uint32_t room) { return room > first ? room : 0; }
 
 /* A heap's mapping: the heap; while heap profiling is on, its profiling
- * state; the first items of every class's cache, packed; while profiling,
- * a second array of them (prof.c's counted caches); then the room each
- * class's cache grows into (cache.c), and while profiling a second one,
- * pages touched only by a cache that grows. */
-void **hak_cache_items_at(hak_heap_t *h, unsigned cls, hak_items_t which) {
+ * state; the first items of every class's cache, packed; then the room
+ * each class's cache grows into (cache.c), pages touched only by a cache
+ * that grows. */
+void **hak_cache_items_at(hak_heap_t *h, unsigned cls, bool grown) {
   void **it = hak_prof_on ? (void **)(h->prof + 1) : (void **)(h + 1);
-  unsigned firsts = hak_prof_on ? 2 : 1;
-  bool grown = which == HAK_ITEMS_GROWN || which == HAK_ITEMS_GROWN_COUNTED;
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     uint32_t first = h->cache_first[c], more = growth_room(first, h->cache_room[c]);
-    /* the arrays of every class that come before this kind's */
-    if (grown) it += firsts * first + (which == HAK_ITEMS_GROWN_COUNTED ? more : 0);
-    else if (which == HAK_ITEMS_COUNTED) it += first;
+    if (grown) it += first;   /* every class's first items come before the grown ones */
     if (c < cls) it += grown ? more : first;
   }
   return it;
-}
-
-/* The array of class cls's first room (grown: of its growth room) that
- * taken is not: the first of the two, else the second, which only heap
- * profiling maps (the cache and its counted cache each hold one). */
-void **hak_cache_items_free(hak_heap_t *h, unsigned cls, bool grown, void **taken) {
-  void **a = hak_cache_items_at(h, cls, grown ? HAK_ITEMS_GROWN : HAK_ITEMS_FIRST);
-  return a != taken ? a : hak_cache_items_at(h, cls, grown ? HAK_ITEMS_GROWN_COUNTED : HAK_ITEMS_COUNTED);
 }
 
 /* A new heap, in the global list (see hak_cache_items_at); with
@@ -291,8 +273,7 @@ hak_heap_t *hak_heap_new(bool few_cached) {
     grown += growth_room(first[c], room[c]);
   }
   size_t page = hak_os_page_size();
-  size_t arrays = hak_prof_on ? 2 : 1;   /* of each room (hak_cache_items_at) */
-  size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) : 0) + arrays * (items + grown) * sizeof(void *);
+  size_t bytes = sizeof(hak_heap_t) + (hak_prof_on ? sizeof(hak_prof_state_t) : 0) + (items + grown) * sizeof(void *);
   hak_heap_t *h = hak_os_map((bytes + page - 1) & ~(page - 1));
   if (!h) return NULL;
   memcpy(h->cache_first, first, sizeof first);
@@ -302,8 +283,8 @@ hak_heap_t *hak_heap_new(bool few_cached) {
 #endif
   for (unsigned i = 0; i <= HAK_TINY_MAX / 16; i++) h->cache_small[i] = &h->cache[hak_class_of_small[i]];
   memcpy(h->cache_of_mid, hak_cache_of_mid, sizeof h->cache_of_mid);
-  if (hak_prof_on) h->prof = (hak_prof_state_t *)(h + 1);   /* near: 16-bit offsets */
-  void **it = hak_cache_items_at(h, 0, HAK_ITEMS_FIRST);
+  if (hak_prof_on) h->prof = (hak_prof_state_t *)(h + 1);
+  void **it = hak_cache_items_at(h, 0, false);
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     uint32_t cap = h->cache_first[c];
 #if HAK_STAT >= 2
@@ -317,6 +298,7 @@ hak_heap_t *hak_heap_new(bool few_cached) {
     b->room = !hak_batch_counted(c) ? 0 : words - 3 < b->limit - 1 ? words - 3 : b->limit - 1;
     it += cap;
   }
+  h->prof_left = INT64_MAX;   /* no sample: heap profiling off */
   if (hak_prof_on) hak_prof_heap_init(h);
   hak_heap_t *old = atomic_load(&heaps);
   do {

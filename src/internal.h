@@ -132,14 +132,9 @@ void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 void  hak_cache_shrink(hak_heap_t *h, unsigned cls);   /* an empty cache back to first items */
 void  hak_cache_return(hak_heap_t *h, unsigned cls);   /* all its blocks (counted ones too) to the slabs, first items */
-/* Where a heap keeps a class's cache items (heap.c): two arrays of its
- * first room (the second one while heap profiling), two of the room it
- * grows into (cache.c; the second one while profiling). While profiling,
- * the cache and its counted cache (prof.c) each hold one array of the same
- * room, and trade them. */
-typedef enum { HAK_ITEMS_FIRST, HAK_ITEMS_COUNTED, HAK_ITEMS_GROWN, HAK_ITEMS_GROWN_COUNTED } hak_items_t;
-void **hak_cache_items_at(hak_heap_t *h, unsigned cls, hak_items_t which);
-void **hak_cache_items_free(hak_heap_t *h, unsigned cls, bool grown, void **taken);
+/* Where a heap keeps a class's cache items (heap.c): its first room, or
+ * (grown) the room it grows into. */
+void **hak_cache_items_at(hak_heap_t *h, unsigned cls, bool grown);
 
 /* ---- superslab.c: SuperSlabs and the slabs carved from them */
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);
@@ -258,9 +253,9 @@ extern hak_heap_t *hak_prof_heap;     /* the sampled blocks' heap, which no thre
 void  hak_prof_init(void);            /* from init, after the options */
 void  hak_prof_ready(void);           /* from the constructor */
 void  hak_prof_at_exit(void);
-void  hak_prof_heap_init(hak_heap_t *h);   /* h->prof's counted caches and countdowns */
-void  hak_prof_return(hak_heap_t *h, unsigned cls);   /* a counted cache's blocks to their slabs, uncounted */
-void *hak_prof_malloc_class(unsigned cls, size_t size);  /* hak_malloc_class while profiling */
+void  hak_prof_heap_init(hak_heap_t *h);   /* h->prof, and the countdown drawn */
+void *hak_prof_malloc_class(unsigned cls, size_t size);  /* hak_malloc_class while profiling: counted */
+void *hak_prof_sampled(size_t size);  /* malloc's counted build: this allocation crossed the countdown */
 void  hak_prof_large(hak_large_t *hdr, size_t size);     /* a large allocation, while profiling */
 void  hak_prof_free(void *p);          /* free of a block of hak_prof_heap */
 void  hak_prof_forget(hak_large_t *hdr);   /* free of a sampled large block */
@@ -477,8 +472,9 @@ HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
  * libhakmem.so (gcc 12, -O2) for tiny sizes, 19 for mid sizes. The cache
  * and its top are kept out of the register the block is returned in, which
  * saves a move. The empty heap's tables all lead to its cache 0, empty, so
- * to the slow path. */
-HAK_INLINE void *hak_malloc_fast(size_t size) {
+ * to the slow path. The counted build (heap profiling, below) also counts
+ * the bytes down to the heap's next sample: two instructions more. */
+HAK_INLINE void *hak_malloc_fast_of(bool counted, size_t size) {
   hak_heap_t *h = hak_tls_heap;
   hak_ucache_t *c;
   if (HAK_LIKELY(size <= HAK_TINY_MAX)) c = h->cache_small[(size + 15) >> 4];
@@ -487,6 +483,7 @@ HAK_INLINE void *hak_malloc_fast(size_t size) {
   void **top = c->top;
   HAK_PIN_OFF_RESULT(c, top);
   if (HAK_UNLIKELY(top == c->items)) return hak_malloc_slow(size);
+  if (counted && HAK_UNLIKELY((h->prof_left -= (int64_t)size) < 0)) return hak_prof_sampled(size);
 #if HAK_STAT >= 2
   c->allocs++;
   h->counters[c->cls].requested += size;
@@ -497,6 +494,8 @@ HAK_INLINE void *hak_malloc_fast(size_t size) {
   p[1] = NULL;
   return p;
 }
+
+HAK_INLINE void *hak_malloc_fast(size_t size) { return hak_malloc_fast_of(false, size); }
 
 /* free of a block of a SuperSlab whose unit descriptor is s: block and
  * double-free check, owner compare (the thread using the owning heap,
@@ -549,11 +548,38 @@ HAK_INLINE void hak_free_fast(void *p) {
   hak_free_block(p, hak_arena_unit((uintptr_t)p), hak_free_other);
 }
 
+/* ---- the two builds of the allocating entry points (counted.c). Heap
+ * profiling (prof.c) counts the bytes malloc hands out; so that a process
+ * that does not profile pays nothing for it, every exported entry point
+ * whose fast path pops a cache is compiled twice, uncounted (under its
+ * name) and counted, and while profiling start-up makes the uncounted
+ * build's first instruction a jump to the counted one. On x86-64 the jump
+ * needs 5 bytes before the entry, which the compiler leaves as NOPs that
+ * nothing runs (16, so that the entry keeps its alignment). vis:
+ * HAK_EXPORT; impl(counted, args...) the body. */
+#if defined(__x86_64__)
+#define HAK_PATCHABLE __attribute__((patchable_function_entry(16, 16)))   /* the entry stays 16-byte aligned */
+#else
+#define HAK_PATCHABLE
+#endif
+typedef void (*hak_fn_t)(void);
+typedef struct hak_twin_s {
+  hak_fn_t uncounted, counted;
+} hak_twin_t;
+bool hak_counted_switch(void);   /* every entry point to its counted build; false if that cannot be */
+#define HAK_ARGS_(...) __VA_ARGS__
+#define HAK_TWO_BUILDS(vis, ret, name, params, impl, args)                                   \
+  static ret name##_counted params { return impl(true, HAK_ARGS_ args); }                     \
+  static HAK_PATCHABLE ret name##_uncounted params { return impl(false, HAK_ARGS_ args); }     \
+  vis ret name params __attribute__((alias(#name "_uncounted")));                            \
+  static hak_twin_t name##_twin __attribute__((used, section("hak_twins"), aligned(sizeof(void *)))) = { \
+      (hak_fn_t)name##_uncounted, (hak_fn_t)name##_counted}
+
 /* ---- the entry points' use of the fast paths: what a memory checker is
  * told (track.h; nothing in other builds) */
-HAK_INLINE void *hak_malloc_entry(size_t size) {
+HAK_INLINE void *hak_malloc_entry_of(bool counted, size_t size) {
   HAK_TRACK_ENTER();
-  void *p = hak_malloc_fast(size);
+  void *p = hak_malloc_fast_of(counted, size);
   HAK_TRACK_LEAVE();
   HAK_TRACK_ALLOC(p, size, false);
   return p;

@@ -62,6 +62,9 @@ bool     hak_os_copy_file(const char *path, int fd);
 long     hak_os_read_file(const char *path, char *buf, size_t n);
 /* The process's environment, for the one scan in options.c. */
 char   **hak_os_environ(void);
+/* Overwrite n bytes of the library's code at `at` (counted.c), the pages
+ * writable meanwhile; false if they cannot be made so. */
+bool     hak_os_code_write(void *at, const void *bytes, size_t n);
 
 /* Counts of the calls above that change the address space. */
 typedef struct hak_os_counters_s {

@@ -6,7 +6,7 @@
 
 #include "internal.h"
 
-HAK_EXPORT void *malloc(size_t size) { return hak_malloc_entry(size); }
+HAK_TWO_BUILDS(HAK_EXPORT, void *, malloc, (size_t size), hak_malloc_entry_of, (size));
 HAK_EXPORT void free(void *p) { hak_free_entry(p); }
 HAK_EXPORT void *calloc(size_t count, size_t size) { return hak_calloc(count, size); }
 HAK_EXPORT void *realloc(void *p, size_t size) { return hak_realloc(p, size); }
@@ -23,7 +23,7 @@ HAK_EXPORT void free_sized(void *p, size_t size) { hak_free_entry(p); }
 HAK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) { hak_free_entry(p); }
 HAK_EXPORT int malloc_trim(size_t pad) { return hak_trim(); }
 
-HAK_EXPORT void *__libc_malloc(size_t size) { return hak_malloc_entry(size); }
+HAK_TWO_BUILDS(HAK_EXPORT, void *, __libc_malloc, (size_t size), hak_malloc_entry_of, (size));
 HAK_EXPORT void __libc_free(void *p) { hak_free_entry(p); }
 HAK_EXPORT void *__libc_calloc(size_t count, size_t size) { return hak_calloc(count, size); }
 HAK_EXPORT void *__libc_realloc(void *p, size_t size) { return hak_realloc(p, size); }

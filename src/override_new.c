@@ -29,7 +29,7 @@ static _Noreturn HAK_COLD void throw_bad_alloc(void) {
 
 static HAK_COLD void *new_retry(size_t size, size_t align, bool nothrow) {
   for (;;) {
-    void *p = align ? hak_aligned_entry(align, size) : hak_malloc_entry(size);
+    void *p = align ? hak_aligned_entry(align, size) : hak_malloc_entry_of(hak_prof_on, size);
     if (p) return p;
     hak_new_handler handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
     if (!handler) {
@@ -40,8 +40,8 @@ static HAK_COLD void *new_retry(size_t size, size_t align, bool nothrow) {
   }
 }
 
-static inline void *new_plain(size_t size) {
-  void *p = hak_malloc_entry(size);
+static inline void *new_plain(bool counted, size_t size) {
+  void *p = hak_malloc_entry_of(counted, size);
   return HAK_LIKELY(p != NULL) ? p : new_retry(size, 0, false);
 }
 
@@ -50,16 +50,16 @@ static inline void *new_aligned(size_t size, size_t align, bool nothrow) {
   return HAK_LIKELY(p != NULL) ? p : new_retry(size, align, nothrow);
 }
 
-static inline void *new_nothrow(size_t size) {
-  void *p = hak_malloc_entry(size);
+static inline void *new_nothrow(bool counted, size_t size) {
+  void *p = hak_malloc_entry_of(counted, size);
   return HAK_LIKELY(p != NULL) ? p : new_retry(size, 0, true);
 }
 
 /* operator new / new[] */
-HAK_EXPORT void *_Znwm(size_t n) { return new_plain(n); }
-HAK_EXPORT void *_Znam(size_t n) { return new_plain(n); }
-HAK_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t) { return new_nothrow(n); }
-HAK_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t) { return new_nothrow(n); }
+HAK_TWO_BUILDS(HAK_EXPORT, void *, _Znwm, (size_t n), new_plain, (n));
+HAK_TWO_BUILDS(HAK_EXPORT, void *, _Znam, (size_t n), new_plain, (n));
+HAK_TWO_BUILDS(HAK_EXPORT, void *, _ZnwmRKSt9nothrow_t, (size_t n, const void *t), new_nothrow, (n));
+HAK_TWO_BUILDS(HAK_EXPORT, void *, _ZnamRKSt9nothrow_t, (size_t n, const void *t), new_nothrow, (n));
 HAK_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a, false); }
 HAK_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a, false); }
 HAK_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { return new_aligned(n, a, true); }

@@ -3,14 +3,15 @@
  * Allocated bytes are sampled as a Poisson process with a mean of
  * PROF_SAMPLE bytes between samples: an allocation of s bytes is sampled
  * with probability 1 - exp(-s / mean), which is what pprof's "heap_v2"
- * profiles say and what it scales by. Each size class runs its own
- * countdown (the union of independent Poisson processes of one rate is one
- * of that rate), counted in whole allocations of the class's size, so that
- * malloc's fast path needs no counter: while profiling is on, a heap's size
- * tables point malloc at its counted caches, which hold only as many blocks
- * as the class may hand out before its next sample; when one runs dry,
- * malloc's slow path counts, samples or refills it from the class's cache.
- * Large allocations count their bytes on their own (slow) path.
+ * profiles say and what it scales by. Each heap counts down the bytes its
+ * thread allocates to the next sample, drawn from the exponential
+ * distribution; the allocation that takes the countdown below 0 is
+ * sampled and the next countdown drawn (the process has no memory, so the
+ * one drawn from there is as good). malloc's fast path counts in its
+ * counted build only, which start-up switches malloc to while profiling
+ * (HAK_TWO_BUILDS, counted.c): a process that does not profile runs the
+ * uncounted build, whose code is what it was before profiling existed.
+ * malloc's slow path and the large paths count while profiling is on.
  *
  * A sampled block comes from the profiler's own heap, which no thread owns:
  * its free takes the remote-free path, which hands it back here, and the
@@ -111,10 +112,10 @@ static double draw_bytes(hak_heap_t *h) {
   return mean > 0 ? (double)mean * neg_log(hak_random(&h->prof->random)) : 1e300;
 }
 
-/* Allocations of class cls until its next sample, that one included. */
-static uint32_t draw_left(hak_heap_t *h, unsigned cls) {
-  double k = draw_bytes(h) / hak_class_size[cls];
-  return k >= (double)UINT32_MAX - 1 ? UINT32_MAX : (uint32_t)k + 1;
+/* Bytes the heap's thread may allocate before its next sample, drawn. */
+static int64_t draw_left(hak_heap_t *h) {
+  double b = draw_bytes(h);
+  return b >= 0x1p62 ? INT64_MAX : (int64_t)b;
 }
 
 static uint64_t mix(uint64_t x, uint64_t y) {
@@ -195,17 +196,13 @@ static bool blocks_room(void) {
   return true;
 }
 
-/* The size a line of the profile stands for: a class's size, or for large
- * blocks their size rounded up to 8 steps per doubling (a line per
- * distinct large size would grow without bound; pprof scales a line by its
- * mean size, within 12.5% of each block's, where the chance to be sampled
- * is near 1 anyway). */
-static uint64_t size_key(uint64_t bytes) { return bytes <= HAK_MID_MAX ? bytes : hak_round_eighths(bytes); }
-
-/* The record of a sampled allocation of `bytes` bytes from the stack
- * frames, which the heap's state st took last; NULL without memory. */
-static prof_stack_t *record_of(hak_prof_state_t *st, uint64_t bytes, void *const *frames, uint32_t depth) {
-  uint64_t key = size_key(bytes);
+/* The record of a sampled allocation under the line key (its class's size,
+ * or for large blocks their size rounded up to 8 steps per doubling: a
+ * line per distinct large size would grow without bound; pprof scales a
+ * line by the mean size of its blocks, within 12.5% of each one's) from
+ * the stack frames, which the heap's state st took last; NULL without
+ * memory. */
+static prof_stack_t *record_of(hak_prof_state_t *st, uint64_t key, void *const *frames, uint32_t depth) {
   hak_prof_found_t *f = &st->found[(key * 0x9e3779b97f4a7c15ull) >> (64 - HAK_PROF_FOUND_BITS)];
   prof_stack_t *s = f->stack;
   if (f->gen != st->stack_gen || f->size != key || !s) {
@@ -227,10 +224,11 @@ static void count_out(prof_stack_t *s, uint64_t bytes) {
   s->live_bytes -= bytes;
 }
 
-/* Record block p of a size class, of `bytes` bytes, in the blocks table
- * (a large block keeps its record in its header: hak_prof_large). */
-static void record(hak_prof_state_t *st, const void *p, uint64_t bytes, void *const *frames, uint32_t depth) {
-  prof_stack_t *s = record_of(st, bytes, frames, depth);
+/* Record block p of a size class, asked for with `bytes` bytes, in the
+ * blocks table (a large block keeps its record in its header:
+ * hak_prof_large). */
+static void record(hak_prof_state_t *st, const void *p, uint64_t key, uint64_t bytes, void *const *frames, uint32_t depth) {
+  prof_stack_t *s = record_of(st, key, frames, depth);
   if (!s || !blocks_room()) return;
   size_t j = block_slot((uintptr_t)p);
   while (blocks[j].addr) j = (j + 1) & (blocks_cap - 1);
@@ -268,101 +266,43 @@ static void *sample_small(hak_heap_t *h, unsigned cls, size_t size) {
   prof_enter();
   void *p = NULL;
   if (hak_prof_heap || (hak_prof_heap = hak_heap_new(true))) p = hak_heap_pop(hak_prof_heap, cls, size);
-  if (p) record(h->prof, p, hak_class_size[cls], frames, depth);
+  if (p) record(h->prof, p, hak_class_size[cls], size, frames, depth);
   prof_leave();
   return p;
 }
 
-/* The counted cache of a class, empty, takes the array of the cache's room
- * that the cache does not hold, so that the next visit can swap the two
- * stacks: the cache grew (cache.c) or went back to its first items. */
-static void counted_fit(hak_heap_t *h, unsigned cls) {
-  hak_ucache_t *c = &h->cache[cls], *k = &h->prof->counted[cls];
-  uint32_t cap = hak_cache_cap(c);
-  void **a = hak_cache_items_free(h, cls, cap != h->cache_first[cls], c->items);
-  k->top = k->items = a;
-  k->end = a + cap;
+/* The allocation that took the heap's countdown below 0: the next one is
+ * drawn, and this one is sampled, unless the profiler makes it (a stack
+ * being taken) or sampling is stopped (PROF_SAMPLE set to 0 since). */
+static void *sampled(hak_heap_t *h, unsigned cls, size_t size) {
+  h->prof_left = draw_left(h);
+  void *p = in_prof || !hak_opt(hak_option_prof_sample) ? NULL : sample_small(h, cls, size);
+  return p ? p : hak_heap_pop(h, cls, size);
 }
 
-/* The general case of a counted cache run dry: the countdown drawn or run
- * out, the class's cache empty, of another room than the counted cache
- * (which takes an array of the cache's room, for the next visit to swap)
- * or holding more than the class may hand out before its next sample; or
- * an aligned allocation while the counted cache holds blocks, which are
- * counted already: it takes one. After a sample too, the counted cache
- * gets what the class may allocate before the next one. */
-static HAK_NOINLINE void *malloc_counted(hak_heap_t *h, unsigned cls, size_t size) {
-  hak_prof_state_t *st = h->prof;
-  hak_ucache_t *from = &h->cache[cls], *to = &st->counted[cls];
-  if (to->top != to->items) return hak_cache_pop(h, to, cls, size);
-  if (hak_cache_cap(to) != hak_cache_cap(from)) counted_fit(h, cls);
-  if (!st->left[cls]) st->left[cls] = draw_left(h, cls);
-  void *p = NULL;
-  if (--st->left[cls] == 0) {
-    st->left[cls] = draw_left(h, cls);
-    p = sample_small(h, cls, size);
-  }
-  if (!p && !(p = hak_heap_pop(h, cls, size))) return NULL;
-  /* hand the counted cache what the class may allocate before its next
-   * sample, up to what the class's cache holds */
-  uint32_t n = st->left[cls] - 1, have = hak_cache_count(from);
-  uint32_t room = (uint32_t)(to->end - to->top);
-  n = n < have ? n : have;
-  n = n < room ? n : room;
-  from->top -= n;
-  memcpy(to->top, from->top, n * sizeof(void *));
-  to->top += n;
-  st->left[cls] -= n;
-  return p;
-}
+/* From malloc's counted build, whose cache had a block: the thread's heap
+ * is its own. */
+void *hak_prof_sampled(size_t size) { return sampled(hak_tls_heap, hak_class_of(size), size); }
 
-/* The rest of a counted cache run dry: a thread with no heap yet, or an
- * allocation made while a sample is taken (served unsampled). */
-static HAK_NOINLINE void *malloc_counted_other(unsigned cls, size_t size) {
-  hak_heap_t *h = hak_tls_heap;
-  if (h == &hak_heap_empty) return (h = hak_heap_get()) ? malloc_counted(h, cls, size) : hak_malloc_class(cls, size);
-  return hak_heap_pop(h, cls, size);
-}
-
-/* No call but the tail calls: the common case below needs no stack frame. */
+/* A small allocation that missed the fast path, while profiling: counted
+ * here (in either build of malloc). */
 void *hak_prof_malloc_class(unsigned cls, size_t size) {
-  hak_heap_t *h = hak_tls_heap;
-  if (HAK_UNLIKELY(h == &hak_heap_empty || in_prof)) return malloc_counted_other(cls, size);
-  hak_prof_state_t *st = (hak_prof_state_t *)(h + 1);   /* h->prof, without the load */
-  /* the common case: the class may allocate more before its next sample
-   * than its cache holds; this allocation and the counted cache take all
-   * of it, by swapping the two stacks (when they have the same room; the
-   * counted cache takes the cache's after it grew: counted_fit), which
-   * copies nothing */
-  hak_ucache_t *from = &h->cache[cls], *to = &st->counted[cls];
-  void **top = from->top, **items = from->items;
-  uint32_t left = st->left[cls], have = (uint32_t)(top - items);
-  if (HAK_UNLIKELY(left <= have || !have)) return malloc_counted(h, cls, size);
-  void **counted = to->items;
-  HAK_PIN(counted);   /* else GCC loads top and items as one vector: 3 instructions more a swap */
-  void **end = to->end;
-  if (HAK_UNLIKELY(to->top != counted || end - counted != from->end - items)) return malloc_counted(h, cls, size);
-  from->top = from->items = counted;
-  to->items = items;
-  to->end = from->end;
-  from->end = end;
-  st->left[cls] = left - have;
-  to->top = top;
-  return hak_cache_pop(h, to, cls, size);
+  hak_heap_t *h = hak_heap_get();
+  if (HAK_UNLIKELY(!h)) return hak_malloc_class(cls, size);   /* an exiting thread's: borrowed heap */
+  if ((h->prof_left -= (int64_t)size) < 0) return sampled(h, cls, size);
+  return hak_heap_pop(h, cls, size);
 }
 
 void hak_prof_large(hak_large_t *hdr, size_t size) {
   hak_heap_t *h = hak_tls_heap;
-  if (h == &hak_heap_empty || in_prof) return;
-  if (!h->prof->large_left) h->prof->large_left = (int64_t)draw_bytes(h) + 1;
-  if ((h->prof->large_left -= (int64_t)size) > 0) return;
-  double next = draw_bytes(h);
-  h->prof->large_left = next > (double)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)next + 1;
+  if (h == &hak_heap_empty || (h->prof_left -= (int64_t)size) >= 0) return;
+  h->prof_left = draw_left(h);
+  if (in_prof || !hak_opt(hak_option_prof_sample)) return;
   void *const *frames;
   in_prof = true;
   uint32_t depth = capture(h->prof, &frames);
   prof_enter();
-  if ((hdr->sample = record_of(h->prof, size, frames, depth))) count_in(hdr->sample, size);
+  if ((hdr->sample = record_of(h->prof, hak_round_eighths(size), frames, depth))) count_in(hdr->sample, size);
   hdr->sample_bytes = size;
   prof_leave();
 }
@@ -402,32 +342,10 @@ void hak_prof_forget(hak_large_t *hdr) {
 /* ---- heaps */
 
 void hak_prof_heap_init(hak_heap_t *h) {
-  hak_prof_state_t *st = h->prof;
-  void **items = hak_cache_items_at(h, 0, HAK_ITEMS_COUNTED);
-  for (unsigned c = 0; c < HAK_CLASSES; c++) {
-#if HAK_STAT >= 2
-    st->counted[c].cls = c;
-#endif
-    st->counted[c].top = st->counted[c].items = items;
-    st->counted[c].end = items += h->cache_first[c];
-  }
-  const size_t from = offsetof(hak_heap_t, cache), to = (size_t)((char *)st->counted - (char *)h);
-  for (unsigned i = 0; i <= HAK_TINY_MAX / 16; i++) h->cache_small[i] = &st->counted[hak_class_of_small[i]];
-  for (size_t i = 0; i < sizeof h->cache_of_mid / sizeof *h->cache_of_mid; i++)
-    h->cache_of_mid[i] = (uint16_t)(h->cache_of_mid[i] - from + to);
-  st->random = hak_os_random();
-  /* the rest starts as the heap's new mapping's zeros: countdowns not yet
-   * drawn, no stack taken (memo), no record found */
-}
-
-/* A counted cache's blocks go back to their slabs, and the allocations they
- * were counted for are given back to the class's countdown. */
-void hak_prof_return(hak_heap_t *h, unsigned cls) {
-  hak_ucache_t *k = &h->prof->counted[cls];
-  uint32_t n = hak_cache_count(k);
-  for (uint32_t i = 0; i < n; i++) hak_slab_put_local(h, k->items[i]);
-  k->top = k->items;
-  h->prof->left[cls] += n;
+  h->prof->random = hak_os_random();
+  h->prof_left = draw_left(h);
+  /* the rest starts as the heap's new mapping's zeros: no stack taken
+   * (memo), no record found */
 }
 
 /* ---- the profile */
@@ -512,6 +430,12 @@ static void on_signal(int sig) {
 
 void hak_prof_init(void) {
   hak_prof_on = hak_opt(hak_option_prof_sample) > 0;
+  if (hak_prof_on && !hak_counted_switch()) {
+    hak_out_t o;
+    hak_out_init(&o, NULL, NULL);
+    hak_out_str(&o, "hakmem: warning: heap profiling is off: malloc's counted build cannot be switched on here\n");
+    hak_prof_on = false;
+  }
   int sig = (int)hak_opt(hak_option_prof_signal);
   if (hak_prof_on && sig) {
     struct sigaction sa;

@@ -76,25 +76,15 @@ static long room_floor(unsigned cls, long bytes) {
  * 8 threads churning batches of every mid size (bench memory mid) peaked
  * at 62 MiB (225 MiB in profile fast, at a third of its speed now), 52
  * (113) with the bound, and kept 21 MiB idle, 12 now.
- *
- * While heap profiling is on, at least half the room any cache may grow
- * to (room_floor within HAK_CACHE_ROOM_MIN_BYTES / 2): malloc then takes
- * the blocks that frees return only through its slow path (prof.c), once
- * per cache's worth, and the counted cache holds as many again, so that
- * the two hold no more than that room. With the whole room each, memory
- * mid profiled peaked at 82 MiB against 52 unprofiled (110 against 83
- * before the bound above; 180 with 32 blocks within 512 KiB), 66 with
- * half; with no floor, 69, and no fewer slow paths (docs/profiling.md). */
+ */
 #define CACHE_MIN_BUDGETS 4
 
 uint32_t hak_class_cache_cap(unsigned cls) {
   long size = (long)hak_class_size[cls], bytes = hak_opt(hak_option_cache_bytes), cap = bytes / size;
   long min = hak_opt(hak_option_cache_min), fit = CACHE_MIN_BUDGETS * bytes / size;
-  long floor = room_floor(cls, HAK_CACHE_ROOM_MIN_BYTES / 2);
   if (min > fit) min = fit;
   if (cap < min) cap = min;
   if (cap > hak_opt(hak_option_cache_max)) cap = hak_opt(hak_option_cache_max);
-  if (hak_prof_on && cap < floor) cap = floor;   /* fewer swaps of the counted caches (docs/profiling.md) */
   return cap < 2 ? 2 : (uint32_t)cap;
 }
 

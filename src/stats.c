@@ -57,10 +57,10 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
       struct hak_class_stats *cs = &st->classes[c];
       const hak_class_counters_t *k = &h->counters[c];
 #if HAK_STAT >= 2
-      cs->allocs += h->cache[c].allocs + (h->prof ? h->prof->counted[c].allocs : 0);
-      cs->frees += h->cache[c].frees + (h->prof ? h->prof->counted[c].frees : 0) + k->remote_received;   /* profiling swaps the two */
+      cs->allocs += h->cache[c].allocs;
+      cs->frees += h->cache[c].frees + k->remote_received;
 #endif
-      cs->live += k->used_blocks - hak_cache_count(&h->cache[c]) - (h->prof ? hak_cache_count(&h->prof->counted[c]) : 0);
+      cs->live += k->used_blocks - hak_cache_count(&h->cache[c]);
       cs->cache_misses += k->refills;
       cs->refills += k->refills;
       cs->flushes += k->flushes;

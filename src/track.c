@@ -57,7 +57,7 @@ bool hak_track_foreign_free(void *p) {
 bool hak_track_foreign_realloc(void *p, size_t n, void **out) {
   if (!sanitizer_owns(p)) return false;
   size_t old = __sanitizer_get_allocated_size(p);
-  void *q = hak_malloc_entry(n);
+  void *q = hak_malloc_entry_of(hak_prof_on, n);
   if (q) {
     hak_block_copy(q, p, old < n ? old : n);
     __interceptor_free(p);

@@ -80,9 +80,7 @@
 #define HAK_FEW_CACHED 2          /* blocks a cache of the profiler's heap holds (hak_heap_new) */
 #define HAK_CACHE_ROOM_MAX 4096   /* blocks a unified cache may grow to (hak_class_cache_room) */
 #define HAK_CACHE_ROOM_MIN 32     /* blocks it may grow to whatever CACHE_BYTES, */
-#define HAK_CACHE_ROOM_MIN_BYTES ((long)256 << 10)   /* up to these bytes (hak_class_cache_room); while
-                                                        heap profiling, a cache starts within half
-                                                        of them (hak_class_cache_cap) */
+#define HAK_CACHE_ROOM_MIN_BYTES ((long)256 << 10)   /* up to these bytes (hak_class_cache_room) */
 
 /* ---- upper bounds of the release-policy options (options.c) */
 #define HAK_SHARED_POOL_SLOTS  64
@@ -248,10 +246,10 @@ enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };
 typedef struct hak_heap_s {
   hak_ucache_t cache[HAK_CLASSES];     /* the fast paths touch only this, */
   hak_ucache_t *cache_small[HAK_TINY_MAX / 16 + 1];   /* and these: the class's cache by
-                                          (size + 15) / 16, and by hak_cache_of_mid, addressed from
-                                          the heap pointer malloc already holds; while heap */
-  uint16_t     cache_of_mid[HAK_MID_MAX / 128 + 1];     /* profiling is on they point to its
-                                          counted caches (prof) */
+                                          (size + 15) / 16, and by hak_cache_of_mid, addressed from */
+  uint16_t     cache_of_mid[HAK_MID_MAX / 128 + 1];     /* the heap pointer malloc already holds */
+  int64_t      prof_left;              /* bytes malloc's counted build may allocate before its next
+                                          sample (prof.c) */
   struct hak_prof_state_s *prof;       /* heap profiling's state, just after the heap; NULL: off */
   hak_class_counters_t counters[HAK_CLASSES];
   hak_remote_batch_t outgoing[HAK_CLASSES];  /* blocks of other heaps freed here */
@@ -304,13 +302,10 @@ typedef struct hak_stack_memo_s {
 } hak_stack_memo_t;
 
 /* A heap's state while heap profiling is on (prof.c), owner only, in the
- * heap's mapping just after it (its size tables address the counted
- * caches from the heap): the caches malloc pops from, whose every block
- * counts an allocation in advance; the allocations of each class until its
- * next sample; the bytes of large allocations until the next one; the state
- * of the random numbers that draw those; the heap's last stack taken and
- * the profile's records of it found so far, by size, which the next
- * samples from the same stack count in without a look-up. */
+ * heap's mapping just after it: the state of the random numbers that draw
+ * the bytes to the next sample, the heap's last stack taken and the
+ * profile's records of it found so far, by size, which the next samples
+ * from the same stack count in without a look-up. */
 #define HAK_PROF_FOUND_BITS 6
 typedef struct hak_prof_found_s {
   uint64_t gen, size;                  /* found for the stack of generation gen, this size */
@@ -318,15 +313,11 @@ typedef struct hak_prof_found_s {
 } hak_prof_found_t;
 
 typedef struct hak_prof_state_s {
-  hak_ucache_t counted[HAK_CLASSES];
-  uint32_t     left[HAK_CLASSES];
-  int64_t      large_left;
   uint64_t     random;
   uint64_t     frames_hash;            /* of the last stack's frames */
   uint64_t     stack_gen;              /* counts the changes of stack */
   hak_prof_found_t found[1 << HAK_PROF_FOUND_BITS];   /* direct-mapped by size */
   hak_stack_memo_t memo;
-  hak_cache_look_t looks[HAK_CLASSES];   /* each counted cache at the last sweeps (heap.c) */
 } hak_prof_state_t;
 
 /* Header of a large block. */

@@ -24,24 +24,27 @@
 static const size_t sizes[SITE_SIZES] = {24, 100, 700, 3000, 20000, 200000};
 
 /* Allocate about `bytes` of blocks of every size (each size the same share),
- * into out; returns the blocks' usable bytes and sets *n. */
+ * into out; returns the bytes asked for (what the profile counts) and sets
+ * *n. */
 __attribute__((noinline)) size_t site_a(void **out, size_t bytes, size_t *n);
 __attribute__((noinline)) size_t site_b(void **out, size_t bytes, size_t *n);
 __attribute__((noinline)) size_t site_c(void **out, size_t bytes, size_t *n);
 __attribute__((noinline)) void *site_d(void);
 __attribute__((noinline)) void *site_e(void);
 __attribute__((noinline)) void *site_f(void *p, size_t size);
+__attribute__((noinline)) void *site_g(void);
+__attribute__((noinline)) void *site_h(void);
 
 static size_t fill(void **out, size_t bytes, size_t *n) {
-  size_t usable = 0;
+  size_t asked = 0;
   *n = 0;
   for (int k = 0; k < SITE_SIZES; k++)
     for (size_t got = 0; got < bytes / SITE_SIZES; got += sizes[k]) {
       void *p = out[(*n)++] = T_malloc(sizes[k]);
       memset(p, 1, sizes[k]);
-      usable += sizes[k] > 128 * 1024 ? sizes[k] : T_usable_size(p);
+      asked += sizes[k];
     }
-  return usable;
+  return asked;
 }
 
 static volatile int calls;   /* keeps the sites' calls from becoming jumps */
@@ -61,9 +64,11 @@ size_t site_c(void **out, size_t bytes, size_t *n) {
   return u;
 }
 
-/* One block of 64 B each, site_e's aligned at 32: both from the same size
- * class (alloc_aligned.c), which an aligned allocation takes through the
- * profiler's slow path whatever the counted cache holds. */
+/* One block of 64 B each, by each entry point: hak_malloc, aligned_alloc
+ * (at 32: the same size class, alloc_aligned.c), hak_calloc, and malloc
+ * under its standard name (the program's own in the dynamically linked
+ * test): each has its counted build (HAK_TWO_BUILDS), or counts on its
+ * slow path. */
 void *site_d(void) {
   void *p = T_malloc(64);
   calls++;
@@ -75,6 +80,17 @@ void *site_e(void) {
   return p;
 }
 
+void *site_g(void) {
+  void *p = T_calloc(1, 64);
+  calls++;
+  return p;
+}
+void *site_h(void) {
+  void *p = malloc(64);
+  calls++;
+  return p;
+}
+
 /* A realloc (test_realloc_sites). */
 void *site_f(void *p, size_t size) {
   void *q = T_realloc(p, size);
@@ -82,8 +98,8 @@ void *site_f(void *p, size_t size) {
   return q;
 }
 
-#define SITES 6
-/* Which site a stack names: 'a'..'f', or 0. */
+#define SITES 8
+/* Which site a stack names: 'a'..'h', or 0. */
 static int site_of(const char *stack) {
   const char *s = stack;
   while (*s) {
@@ -99,6 +115,8 @@ static int site_of(const char *stack) {
       if (!strcmp(info.dli_sname, "site_d")) return 'd';
       if (!strcmp(info.dli_sname, "site_e")) return 'e';
       if (!strcmp(info.dli_sname, "site_f")) return 'f';
+      if (!strcmp(info.dli_sname, "site_g")) return 'g';
+      if (!strcmp(info.dli_sname, "site_h")) return 'h';
     }
   }
   return 0;
@@ -256,29 +274,36 @@ static void test_sampled_classes(void) {
   CHECK(short_blocks == 0, "%d sampled blocks handed out smaller than asked", short_blocks);
 }
 
-/* Sampling counts each allocation once, aligned or not: 64 B blocks from
- * malloc and from aligned_alloc in turn, the same bytes each, are
- * estimated alike. (An aligned allocation made while the counted cache held
- * blocks used to count itself again, and took nearly every sample: each
- * countdown ends with the counted cache still full.) */
-static void test_aligned_sites(const char *dir) {
-  enum { PAIRS = 200000 };
-  static void *d[PAIRS], *e[PAIRS];
-  for (int i = 0; i < PAIRS; i++) {
+/* Sampling counts each allocation once, whichever entry point made it:
+ * 64 B blocks from hak_malloc, aligned_alloc, hak_calloc and malloc in
+ * turn, the same bytes each, are estimated alike (about 3,100 samples
+ * each). An entry point whose fast path did not count would get no
+ * sample but those of its slow path; one counted twice (an aligned
+ * allocation once did) would take most of them. */
+static void test_entry_sites(const char *dir) {
+  enum { ROUNDS = 200000 };
+  static void *d[ROUNDS], *e[ROUNDS], *g[ROUNDS], *h[ROUNDS];
+  for (int i = 0; i < ROUNDS; i++) {
     d[i] = site_d();
     e[i] = site_e();
+    g[i] = site_g();
+    h[i] = site_h();
   }
-  double bytes = (double)PAIRS * 64;
+  double bytes = (double)ROUNDS * 64;
   char path[512];
-  snprintf(path, sizeof path, "%s/aligned.heap", dir);
+  snprintf(path, sizeof path, "%s/entries.heap", dir);
   CHECK(hak_prof_dump(path) == 0, "hak_prof_dump(%s) failed", path);
   struct totals t;
   read_profile(path, &t);
-  CHECK(fabs(t.live[3] / bytes - 1) < 0.1 && fabs(t.live[4] / bytes - 1) < 0.1,
-        "malloc(64) and aligned_alloc(32, 64), %.0f bytes each, estimated %.0f and %.0f", bytes, t.live[3], t.live[4]);
-  for (int i = 0; i < PAIRS; i++) {
+  const char *what[] = {"hak_malloc(64)", "aligned_alloc(32, 64)", "hak_calloc(1, 64)", "malloc(64)"};
+  const int site[] = {3, 4, 6, 7};
+  for (int k = 0; k < 4; k++)
+    CHECK(fabs(t.live[site[k]] / bytes - 1) < 0.1, "%s, %.0f bytes, estimated %.0f", what[k], bytes, t.live[site[k]]);
+  for (int i = 0; i < ROUNDS; i++) {
     T_free(d[i]);
     T_free(e[i]);
+    T_free(g[i]);
+    free(h[i]);
   }
 }
 
@@ -337,7 +362,7 @@ static int child(void) {
   test_cache_churn();
 
   const char *dir = getenv("TEST_PROF_DIR");
-  test_aligned_sites(dir);
+  test_entry_sites(dir);
   char path[512];
   snprintf(path, sizeof path, "%s/dump1.heap", dir);
   CHECK(hak_prof_dump(path) == 0, "hak_prof_dump(%s) failed", path);

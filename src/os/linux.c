@@ -332,4 +332,20 @@ long hak_os_read_file(const char *path, char *buf, size_t n) {
 
 char **hak_os_environ(void) { return environ; }
 
+/* Executable while written, in case another thread runs the page's other
+ * code meanwhile. */
+bool hak_os_code_write(void *at, const void *bytes, size_t n) {
+  size_t page = hak_os_page_size();
+  uintptr_t lo = (uintptr_t)at & ~(page - 1), hi = ((uintptr_t)at + n + page - 1) & ~(page - 1);
+  int e = errno;
+  bool ok = os_mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) == 0;
+  if (ok) {
+    memcpy(at, bytes, n);
+    os_mprotect((void *)lo, hi - lo, PROT_READ | PROT_EXEC);
+    __builtin___clear_cache((char *)at, (char *)at + n);
+  }
+  errno = e;
+  return ok;
+}
+
 _Noreturn void hak_os_abort(void) { abort(); }
