@@ -11,11 +11,13 @@
  * dynamic linker then prints a warning for each ("Relink ... for IFUNC
  * symbol"), in every process.
  *
- * x86-64: the 5 bytes the compiler leaves before the entry take a jump to
- * the counted build, the entry a 2-byte jump back to them, over the first
- * instruction, which must be 2 bytes long at least (nothing may branch
- * into what the jump covers). aarch64: the entry's instruction becomes a
- * branch. Elsewhere the builds cannot be switched, and profiling stays
+ * x86-64: a first instruction of 5 bytes or more (the malloc-like entry
+ * points') becomes a jump to the counted build; else the 5 bytes the
+ * compiler leaves before the entry take that jump, and the entry a 2-byte
+ * jump back to them, over the first instruction, which must be 2 bytes
+ * long at least (nothing may branch into what a jump covers: only the
+ * entry is an instruction's start there). aarch64: the entry's
+ * instruction becomes a branch. Elsewhere the builds cannot be switched, and profiling stays
  * off. All entries are checked before any is written. */
 #include "internal.h"
 
@@ -26,7 +28,7 @@ extern hak_twin_t __stop_hak_twins[] __attribute__((weak, visibility("hidden")))
 
 #if defined(__x86_64__)
 #define SITE_BEFORE 5
-#define SITE_BYTES  7
+#define SITE_BYTES  10   /* the 5 bytes before the entry and 5 from it */
 
 /* Whether an x86-64 instruction whose first byte is b is 2 bytes long at
  * least: a prefix, an escape, an opcode with a ModRM byte or an immediate
@@ -44,14 +46,30 @@ static bool site_ready(const hak_twin_t *t) {
   return opens_long(at[0]);
 }
 
-/* jmp rel32 to the counted build at entry - 5; jmp rel8 -7 at the entry. */
+/* Whether the first instruction is 5 bytes long at least: a 64-bit load
+ * or address of a RIP-relative operand (REX.W 8B/8D, ModRM 00 reg 101,
+ * disp32: 7 bytes), which is how the malloc-like entry points begin (the
+ * thread-local heap's offset). */
+static bool opens_5(const uint8_t *at) {
+  return (at[0] & 0xf8) == 0x48 && (at[1] == 0x8b || at[1] == 0x8d) && (at[2] & 0xc7) == 0x05;
+}
+
+/* At the entry, over a first instruction of 5 bytes or more, jmp rel32 to
+ * the counted build (and the NOPs before it left alone); else jmp rel32 at
+ * entry - 5 and jmp rel8 -7 at the entry. */
 static void site_code(const hak_twin_t *t, uint8_t code[SITE_BYTES]) {
   const uint8_t *at = (const uint8_t *)t->uncounted;
-  int32_t rel = (int32_t)((const uint8_t *)t->counted - at);
-  code[0] = 0xe9;
-  memcpy(code + 1, &rel, sizeof rel);
-  code[5] = 0xeb;
-  code[6] = (uint8_t)-SITE_BYTES;
+  bool direct = opens_5(at);
+  const uint8_t *jmp = direct ? at : at - SITE_BEFORE;
+  int32_t rel = (int32_t)((const uint8_t *)t->counted - (jmp + 5));
+  memcpy(code, at - SITE_BEFORE, SITE_BYTES);   /* what is not written stays */
+  uint8_t *j = direct ? code + SITE_BEFORE : code;
+  j[0] = 0xe9;
+  memcpy(j + 1, &rel, sizeof rel);
+  if (!direct) {
+    code[5] = 0xeb;
+    code[6] = (uint8_t)-(SITE_BEFORE + 2);   /* back to the jmp rel32 */
+  }
 }
 #elif defined(__aarch64__)
 #define SITE_BEFORE 0

@@ -101,7 +101,7 @@ static double neg_log(uint64_t r) {
   int e = (int)((x.b >> 52) & 0x7ff) - 1023;
   x.b = (x.b & 0xfffffffffffffull) | 0x3ff0000000000000ull;
   double t = (x.d - 1) / (x.d + 1), t2 = t * t;
-  double ln_m = 2 * t * (1 + t2 * (1.0 / 3 + t2 * (1.0 / 5 + t2 * (1.0 / 7 + t2 / 9))));
+  double ln_m = 2 * t * (1 + t2 * (1.0 / 3 + t2 * (1.0 / 5 + t2 * (1.0 / 7 + t2 * (1.0 / 9)))));   /* no division but the one above */
   return -((double)e * 0.6931471805599453 + ln_m);
 }
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -592,6 +593,64 @@ static void *heap_thread(void *arg) {
   return arg;
 }
 
+/* The counted builds (counted.c): switching makes every entry point's
+ * uncounted build lead, by its jumps, to exactly its counted build, and
+ * leaves them working; a second switch changes nothing. In a child: the
+ * rest of the test runs the uncounted builds. */
+extern hak_twin_t __start_hak_twins[], __stop_hak_twins[];
+
+#if defined(__x86_64__)
+/* Where the jumps at p lead (jmp rel32, jmp rel8), at most 2 of them,
+ * stopping at `to`. */
+static const uint8_t *jumps_end(const uint8_t *p, const void *to) {
+  for (int i = 0; i < 2 && p != to; i++) {
+    if (p[0] == 0xe9) {
+      int32_t rel;
+      memcpy(&rel, p + 1, sizeof rel);
+      p += 5 + rel;
+    } else if (p[0] == 0xeb) {
+      p += 2 + (int8_t)p[1];
+    } else {
+      break;
+    }
+  }
+  return p;
+}
+
+static void test_counted_switch(void) {
+  int twins = 0, before = 0;
+  for (hak_twin_t *t = __start_hak_twins; t < __stop_hak_twins; t++) {
+    if (!t->uncounted) continue;
+    twins++;
+    before += jumps_end((const uint8_t *)t->uncounted, (const void *)t->counted) == (const uint8_t *)t->counted;
+  }
+  CHECK(twins >= 5, "%d entry points with two builds", twins);
+  CHECK(before == 0, "%d entry points lead to their counted build before the switch", before);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int bad = !hak_counted_switch();
+    for (int round = 0; round < 2; round++) {
+      for (hak_twin_t *t = __start_hak_twins; t < __stop_hak_twins; t++)
+        if (t->uncounted && jumps_end((const uint8_t *)t->uncounted, (const void *)t->counted) != (const uint8_t *)t->counted) bad |= 2;
+      bad |= !hak_counted_switch() << 2;
+    }
+    char *p = malloc(100), *q = calloc(10, 10);
+    if (!p || !q || q[99] != 0) bad |= 8;
+    memset(p, 1, 100);
+    p = realloc(p, 5000);
+    if (!p || p[99] != 1) bad |= 16;
+    free(p);
+    free(q);
+    _exit(bad);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "switched builds: status %d (1 refused, 2 a jump leads elsewhere, 4 a second switch refused, 8/16 malloc/realloc)",
+        status);
+}
+#endif
+
 static void test_heap_adoption(void) {
   pthread_t t;
   pthread_create(&t, NULL, heap_thread, NULL);
@@ -935,6 +994,9 @@ int main(void) {
   test_bigcache_expiry();
   test_bigcache_fit();
   test_heap_adoption();
+#if defined(__x86_64__)
+  test_counted_switch();
+#endif
   test_sleeping_inbox();
   run_unpurged(affinity_thread);
   run_unpurged(resident_thread);
