@@ -26,7 +26,7 @@ static const hak_option_desc_t table[hak_option_count] = {
   [hak_option_route_banner] = {"ROUTE_BANNER", HAK_OPT_BOOL, {0, 0, 0, 0}, 0, 1, NULL,
                                "describe the configuration on stderr at start-up"},
   [hak_option_cache_bytes] = {"CACHE_BYTES", HAK_OPT_SIZE, {128 * K, 64 * K, 16 * K, 64 * K}, 1 * K, 64 * M, NULL,
-                              "unified cache budget per size class and thread, in bytes: a cache that the program's batches overflow grows to it (4096 blocks at most, and at least to 32 blocks within 256 KiB)"},
+                              "unified cache budget per size class and thread, in bytes: a cache that the program's batches overflow grows to it (4096 blocks at most, and at least to 32 blocks within 512 KiB)"},
   [hak_option_cache_max] = {"CACHE_MAX", HAK_OPT_INT, {256, 128, 32, 128}, 2, 4096, NULL,
                             "most blocks one size class's unified cache starts with"},
   [hak_option_cache_min] = {"CACHE_MIN", HAK_OPT_INT, {16, 4, 2, 4}, 1, 64, NULL,

@@ -80,7 +80,7 @@
 #define HAK_FEW_CACHED 2          /* blocks a cache of the profiler's heap holds (hak_heap_new) */
 #define HAK_CACHE_ROOM_MAX 4096   /* blocks a unified cache may grow to (hak_class_cache_room) */
 #define HAK_CACHE_ROOM_MIN 32     /* blocks it may grow to whatever CACHE_BYTES, */
-#define HAK_CACHE_ROOM_MIN_BYTES ((long)256 << 10)   /* up to these bytes (hak_class_cache_room) */
+#define HAK_CACHE_ROOM_MIN_BYTES ((long)512 << 10)   /* up to these bytes (hak_class_cache_room) */
 
 /* ---- upper bounds of the release-policy options (options.c) */
 #define HAK_SHARED_POOL_SLOTS  64
