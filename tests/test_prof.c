@@ -166,13 +166,13 @@ static void read_profile(const char *path, struct totals *t) {
   fclose(f);
 }
 
-/* Caches while profiling (prof.c, cache.c): malloc takes blocks from
- * counted caches that trade stacks with the classes' caches, which grow
- * under batches and shrink back when their thread leaves the heap. A thread
- * churns blocks of 16..64 B at random (the caches swap), then in batches of
- * 1000 (they grow); a second thread adopts the heap the first left and
- * does the same. Every live block holds its own number: a block handed out
- * twice shows as a number overwritten. */
+/* Caches while profiling (prof.c, cache.c): the counted build of malloc
+ * pops the classes' caches, which grow under batches and shrink back when
+ * their thread leaves the heap, and sampled blocks come from the profiler's
+ * heap. A thread churns blocks of 16..64 B at random, then in batches of
+ * 1000 (the caches grow); a second thread adopts the heap the first left
+ * and does the same. Every live block holds its own number: a block handed
+ * out twice shows as a number overwritten. */
 #define CHURN_SLOTS 256
 #define CHURN_BATCH 1000
 
