@@ -17,8 +17,8 @@
  * jump back to them, over the first instruction, which must be 2 bytes
  * long at least (nothing may branch into what a jump covers: only the
  * entry is an instruction's start there). aarch64: the entry's
- * instruction becomes a branch. Elsewhere the builds cannot be switched, and profiling stays
- * off. All entries are checked before any is written. */
+ * instruction becomes a branch. Elsewhere the builds cannot be switched,
+ * and profiling stays off. All entries are checked before any is written. */
 #include "internal.h"
 
 /* The section's bounds, from the linker; weak: a static program that links

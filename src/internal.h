@@ -256,6 +256,9 @@ void  hak_prof_at_exit(void);
 void  hak_prof_heap_init(hak_heap_t *h);   /* h->prof, and the countdown drawn */
 void *hak_prof_malloc_class(unsigned cls, size_t size);  /* hak_malloc_class while profiling: counted */
 void *hak_prof_sampled(size_t size);  /* malloc's counted build: this allocation crossed the countdown */
+/* Count an allocation of size bytes down to the heap's next sample; true:
+ * this one crossed it (and is to be sampled, prof.c). */
+HAK_INLINE bool hak_prof_count(hak_heap_t *h, size_t size) { return (h->prof_left -= (int64_t)size) < 0; }
 void  hak_prof_large(hak_large_t *hdr, size_t size);     /* a large allocation, while profiling */
 void  hak_prof_free(void *p);          /* free of a block of hak_prof_heap */
 void  hak_prof_forget(hak_large_t *hdr);   /* free of a sampled large block */
@@ -483,7 +486,7 @@ HAK_INLINE void *hak_malloc_fast_of(bool counted, size_t size) {
   void **top = c->top;
   HAK_PIN_OFF_RESULT(c, top);
   if (HAK_UNLIKELY(top == c->items)) return hak_malloc_slow(size);
-  if (counted && HAK_UNLIKELY((h->prof_left -= (int64_t)size) < 0)) return hak_prof_sampled(size);
+  if (counted && HAK_UNLIKELY(hak_prof_count(h, size))) return hak_prof_sampled(size);
 #if HAK_STAT >= 2
   c->allocs++;
   h->counters[c->cls].requested += size;
@@ -553,9 +556,9 @@ HAK_INLINE void hak_free_fast(void *p) {
  * that does not profile pays nothing for it, every exported entry point
  * whose fast path pops a cache is compiled twice, uncounted (under its
  * name) and counted, and while profiling start-up makes the uncounted
- * build's first instruction a jump to the counted one. On x86-64 the jump
- * needs 5 bytes before the entry, which the compiler leaves as NOPs that
- * nothing runs (16, so that the entry keeps its alignment). vis:
+ * build's entry a jump to the counted one (counted.c). On x86-64 the jump
+ * may need 5 bytes before the entry, which the compiler leaves as NOPs
+ * that nothing runs (16, so that the entry keeps its alignment). vis:
  * HAK_EXPORT; impl(counted, args...) the body. */
 #if defined(__x86_64__)
 #define HAK_PATCHABLE __attribute__((patchable_function_entry(16, 16)))   /* the entry stays 16-byte aligned */

@@ -271,12 +271,17 @@ static void *sample_small(hak_heap_t *h, unsigned cls, size_t size) {
   return p;
 }
 
-/* The allocation that took the heap's countdown below 0: the next one is
- * drawn, and this one is sampled, unless the profiler makes it (a stack
- * being taken) or sampling is stopped (PROF_SAMPLE set to 0 since). */
-static void *sampled(hak_heap_t *h, unsigned cls, size_t size) {
+/* An allocation took the heap's countdown below 0: the next one is drawn;
+ * true if this one is to be sampled, false if the profiler makes it (a
+ * stack being taken) or sampling is stopped (PROF_SAMPLE set to 0 since). */
+static bool next_sample(hak_heap_t *h) {
   h->prof_left = draw_left(h);
-  void *p = in_prof || !hak_opt(hak_option_prof_sample) ? NULL : sample_small(h, cls, size);
+  return !in_prof && hak_opt(hak_option_prof_sample);
+}
+
+/* A small allocation that took the countdown below 0. */
+static void *sampled(hak_heap_t *h, unsigned cls, size_t size) {
+  void *p = next_sample(h) ? sample_small(h, cls, size) : NULL;
   return p ? p : hak_heap_pop(h, cls, size);
 }
 
@@ -289,15 +294,13 @@ void *hak_prof_sampled(size_t size) { return sampled(hak_tls_heap, hak_class_of(
 void *hak_prof_malloc_class(unsigned cls, size_t size) {
   hak_heap_t *h = hak_heap_get();
   if (HAK_UNLIKELY(!h)) return hak_malloc_class(cls, size);   /* an exiting thread's: borrowed heap */
-  if ((h->prof_left -= (int64_t)size) < 0) return sampled(h, cls, size);
+  if (hak_prof_count(h, size)) return sampled(h, cls, size);
   return hak_heap_pop(h, cls, size);
 }
 
 void hak_prof_large(hak_large_t *hdr, size_t size) {
   hak_heap_t *h = hak_tls_heap;
-  if (h == &hak_heap_empty || (h->prof_left -= (int64_t)size) >= 0) return;
-  h->prof_left = draw_left(h);
-  if (in_prof || !hak_opt(hak_option_prof_sample)) return;
+  if (h == &hak_heap_empty || !hak_prof_count(h, size) || !next_sample(h)) return;
   void *const *frames;
   in_prof = true;
   uint32_t depth = capture(h->prof, &frames);
