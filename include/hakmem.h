@@ -110,7 +110,7 @@ void        hak_options_print(hak_write_fn *write, void *arg);
  * the bytes requested) on the fast paths, which fills in allocs, frees,
  * cache_hits, requested and the balance check (`counted` is then 1);
  * `make STAT=0` compiles all counting out. */
-#define HAK_STATS_CLASSES 88
+#define HAK_STATS_CLASSES 104
 
 #define HAK_STATS_CLASS_FIELDS(X)                                          \
   X(block_size, "block size in bytes")                                     \

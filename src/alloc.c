@@ -7,6 +7,14 @@ HAK_TWO_BUILDS(HAK_EXPORT, void *, hak_malloc, (size_t size), hak_malloc_entry_o
 
 HAK_EXPORT void hak_free(void *p) { hak_free_entry(p); }
 
+/* calloc's zeroing of p, total bytes just allocated; returns p, as memset
+ * does, so that calloc keeps nothing across the call (its entry stays
+ * patchable: counted.c). */
+static HAK_NOINLINE void *calloc_zero(void *p, size_t total) {
+  hak_block_zero(p, hak_block_dirty_bytes(p, total));
+  return p;
+}
+
 static inline void *calloc_of(bool counted, size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) {
@@ -16,7 +24,7 @@ static inline void *calloc_of(bool counted, size_t count, size_t size) {
   HAK_TRACK_ENTER();
   void *p;
   if (total > HAK_MID_MAX) p = hak_large_alloc(total, HAK_ALIGN, true);   /* zeroed there */
-  else if ((p = hak_malloc_fast_of(counted, total))) hak_block_zero(p, total);
+  else if ((p = hak_malloc_fast_of(counted, total))) p = calloc_zero(p, total);
   HAK_TRACK_LEAVE();
   HAK_TRACK_ALLOC(p, total, true);
   return p;

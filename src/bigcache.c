@@ -22,7 +22,7 @@
 
 #define SIZE_BITS_MASK ((uintptr_t)HAK_SS_MASK)
 #define PAGE_SHIFT 12
-#define MIN_SHIFT 17                  /* bins start above 2^17 = HAK_MID_MAX */
+#define MIN_SHIFT (HAK_SECURE ? 17 : 19)   /* bins start above 2^MIN_SHIFT = HAK_MID_MAX */
 #define BINS (8 * (32 - MIN_SHIFT))   /* up to 2^32 */
 #define BIN_SLOTS 8
 #define SLOTS (BINS * BIN_SLOTS)

@@ -92,6 +92,23 @@ static uint32_t refill_ramp(hak_heap_t *h, unsigned cls, uint32_t batch, uint32_
   return batch;
 }
 
+/* Up to want blocks of class cls into out[], from the warm pool's slabs,
+ * then new ones; the count (less only when no slab could be had). */
+static uint32_t slabs_take(hak_heap_t *h, unsigned cls, void **out, uint32_t want) {
+  uint32_t n = 0;
+  while (n < want) {
+    hak_slab_t *s = h->warm[cls];
+    if (!s && !(s = hak_slab_new(h, cls))) break;
+    n += slab_take(h, s, out + n, want - n);
+    if (!s->free && s->carved == s->capacity) {
+      hak_slab_list_remove(&h->warm[cls], s);
+      s->in_full = 1;
+      hak_slab_list_push(&h->full[cls], s);
+    }
+  }
+  return n;
+}
+
 static uint32_t refill(hak_heap_t *h, unsigned cls) {
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
@@ -105,16 +122,7 @@ static uint32_t refill(hak_heap_t *h, unsigned cls) {
   h->flushing[cls] = 0;
   h->refilled[cls / 64] |= 1ull << (cls % 64);
   c->top += hak_heap_take_remote(h, cls, c->top, cap - cap / 4);   /* the cache is empty */
-  while (c->top < want) {
-    hak_slab_t *s = h->warm[cls];
-    if (!s && !(s = hak_slab_new(h, cls))) break;
-    c->top += slab_take(h, s, c->top, (uint32_t)(want - c->top));
-    if (!s->free && s->carved == s->capacity) {
-      hak_slab_list_remove(&h->warm[cls], s);
-      s->in_full = 1;
-      hak_slab_list_push(&h->full[cls], s);
-    }
-  }
+  if (c->top < want) c->top += slabs_take(h, cls, c->top, (uint32_t)(want - c->top));
   return hak_cache_count(c);
 }
 
@@ -125,7 +133,29 @@ static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
   return n;
 }
 
+/* A block of a span class (no cache, types.h): its inbox back to its slabs
+ * first, whose units a new slab may then take. */
+static HAK_NOINLINE void *span_take(hak_heap_t *h, unsigned cls, size_t size) {
+  bool entered = hak_heap_enter(h);
+  hak_release_tick(h);
+  if (atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) hak_heap_take_remote(h, cls, NULL, 0);
+  void *p = NULL;
+  if (slabs_take(h, cls, (void **)&p, 1)) {
+    hak_block_check_free(p, "malloc");
+    ((uintptr_t *)p)[1] = 0;
+#if HAK_STAT >= 2
+    h->cache[cls].allocs++;
+    h->counters[cls].requested += size;
+#endif
+  } else {
+    errno = ENOMEM;
+  }
+  hak_heap_leave(h, entered);
+  return p;
+}
+
 void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size) {
+  if (cls >= HAK_CACHED_CLASSES) return span_take(h, cls, size);
   hak_ucache_t *c = &h->cache[cls];
   if (c->top == c->items && cache_refill(h, cls) == 0) {
     errno = ENOMEM;
@@ -234,6 +264,14 @@ HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
   bool entered = hak_heap_enter(h);
   hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
+  if (cls >= HAK_CACHED_CLASSES) {   /* a span class: no cache */
+#if HAK_STAT >= 2
+    c->frees++;
+#endif
+    hak_slab_put_local(h, p);
+    hak_heap_leave(h, entered);
+    return;
+  }
   /* Half the cache goes back, or all of it on a long run of frees (from
    * the FLUSH_ALL_AFTER-th flush with no refill between; shorter runs come
    * and go in steady churn): what stays pins slabs. Not if the tick's

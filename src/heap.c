@@ -268,8 +268,9 @@ hak_heap_t *hak_heap_new(bool few_cached) {
   uint16_t first[HAK_CLASSES], room[HAK_CLASSES];
   size_t items = 0, grown = 0;
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    items += first[c] = (uint16_t)(few_cached ? HAK_FEW_CACHED : hak_class_cache_cap(c));
-    room[c] = (uint16_t)(few_cached ? HAK_FEW_CACHED : hak_class_cache_room(c));
+    bool cached = c < HAK_CACHED_CLASSES;
+    items += first[c] = (uint16_t)(!cached ? 0 : few_cached ? HAK_FEW_CACHED : hak_class_cache_cap(c));
+    room[c] = (uint16_t)(!cached ? 0 : few_cached ? HAK_FEW_CACHED : hak_class_cache_room(c));
     grown += growth_room(first[c], room[c]);
   }
   size_t page = hak_os_page_size();

@@ -75,7 +75,7 @@ void hak_stats_slab_bytes(unsigned cls, int64_t bytes);
 extern uint8_t  hak_class_of_small[HAK_TINY_MAX / 16 + 1];
 /* Offset of the class's cache in a heap by (size + 127) / 128, above
  * HAK_TINY_MAX (mid class sizes are multiples of 128). */
-extern uint16_t hak_cache_of_mid[HAK_MID_MAX / 128 + 1];
+extern uint16_t hak_cache_of_mid[HAK_MID_TABLE_MAX / 128 + 1];
 extern uint32_t hak_class_size[HAK_CLASSES];
 extern uint8_t  hak_class_units[HAK_CLASSES];
 uint32_t hak_class_cache_cap(unsigned cls);
@@ -428,6 +428,14 @@ HAK_INLINE void hak_slab_put_chain(hak_heap_t *h, hak_slab_t *s, void *head, voi
 
 HAK_INLINE uint32_t hak_cache_count(const hak_ucache_t *c) { return (uint32_t)(c->top - c->items); }
 
+/* Of a block of size bytes just allocated, the bytes calloc must zero: a
+ * span class's block on units untouched since they were taken clean
+ * (hak_slab_new) has only the two words malloc wrote. */
+HAK_INLINE size_t hak_block_dirty_bytes(void *p, size_t size) {
+  if (size > HAK_MID_TABLE_MAX && hak_slab_of(hak_ss_of(p), (uintptr_t)p)->zero) return 2 * sizeof(void *);
+  return size;
+}
+
 /* The top block of a cache that holds one, made ready to hand out (the
  * slow paths' pop; malloc's fast path does the same in its own order). */
 HAK_INLINE void *hak_cache_pop(hak_heap_t *h, hak_ucache_t *c, unsigned cls, size_t size) {
@@ -481,7 +489,7 @@ HAK_INLINE void *hak_malloc_fast_of(bool counted, size_t size) {
   hak_heap_t *h = hak_tls_heap;
   hak_ucache_t *c;
   if (HAK_LIKELY(size <= HAK_TINY_MAX)) c = h->cache_small[(size + 15) >> 4];
-  else if (size <= HAK_MID_MAX) c = (hak_ucache_t *)((char *)h + h->cache_of_mid[(size + 127) >> 7]);
+  else if (size <= HAK_MID_TABLE_MAX) c = (hak_ucache_t *)((char *)h + h->cache_of_mid[(size + 127) >> 7]);
   else return hak_malloc_slow(size);
   void **top = c->top;
   HAK_PIN_OFF_RESULT(c, top);

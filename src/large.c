@@ -1,4 +1,5 @@
-/* The large path: blocks above HAK_MID_MAX get a mapping of their own.
+/* The large path: blocks above HAK_MID_MAX (512 KiB; 128 KiB in the secure
+ * build) get a mapping of their own.
  *
  * The mapping starts on a 2 MiB boundary with the header (hak_large_t) there
  * and the block after it (64 bytes in and a number of cache lines more, up to

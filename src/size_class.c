@@ -1,11 +1,12 @@
 /* Size classes: 16-byte steps up to 128 bytes, then 8 classes per doubling,
  * so rounding wastes at most 12.5% above 128 bytes (16-byte alignment forces
- * 16-byte steps below). Classes 0..31 are the tiny tier (<= 1 KiB), 32..87
- * the mid tier (<= 128 KiB). */
+ * 16-byte steps below). Classes 0..31 are the tiny tier (<= 1 KiB), 32..103
+ * the mid tier (<= 512 KiB), of which 88..103, above 128 KiB, are the span
+ * classes (types.h). */
 #include "internal.h"
 
 uint8_t  hak_class_of_small[HAK_TINY_MAX / 16 + 1];
-uint16_t hak_cache_of_mid[HAK_MID_MAX / 128 + 1];
+uint16_t hak_cache_of_mid[HAK_MID_TABLE_MAX / 128 + 1];
 uint32_t hak_class_size[HAK_CLASSES];
 uint8_t  hak_class_units[HAK_CLASSES];
 
@@ -36,7 +37,8 @@ uint64_t hak_odd_inverse(uint32_t divisor) {
  * slower; 13% on a later host). With 4 blocks within 256 KiB (2 to 3 of
  * the classes above 64 KiB, whose slabs were 5 to 8 units) memory mid
  * peaks at 64 MiB instead of 83 and keeps 21 MiB idle instead of 28, at
- * the same speed; random_mixed_mid has no such class. */
+ * the same speed; random_mixed_mid has no such class. A span class's slab
+ * is its one block. */
 #define MID_SLAB_BLOCKS    4u
 #define MID_SLAB_MAX_BYTES (256u << 10)
 
@@ -47,6 +49,7 @@ void hak_size_class_init(void) {
     uint32_t units = 1;
     if (c >= HAK_TINY_CLASSES) {
       uint32_t blocks = MID_SLAB_MAX_BYTES / size < MID_SLAB_BLOCKS ? MID_SLAB_MAX_BYTES / size : MID_SLAB_BLOCKS;
+      if (!blocks) blocks = 1;
       units = (blocks * size + HAK_UNIT_SIZE - 1) / HAK_UNIT_SIZE;
     }
     hak_class_units[c] = (uint8_t)units;
@@ -56,7 +59,7 @@ void hak_size_class_init(void) {
     while (hak_class_size[c] < i * 16u) c++;
     hak_class_of_small[i] = (uint8_t)c;
   }
-  for (unsigned i = HAK_TINY_MAX / 128 + 1; i <= HAK_MID_MAX / 128; i++)
+  for (unsigned i = HAK_TINY_MAX / 128 + 1; i <= HAK_MID_TABLE_MAX / 128; i++)
     hak_cache_of_mid[i] = (uint16_t)offsetof(hak_heap_t, cache[hak_class_of((size_t)i * 128)]);
 }
 

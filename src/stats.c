@@ -5,6 +5,8 @@
  * they run: the figures are a snapshot, exact once the threads are quiet. */
 #include "internal.h"
 
+_Static_assert(HAK_STATS_CLASSES == HAK_CLASSES, "hakmem.h's statistics have a row per size class");
+
 static _Atomic int64_t tier_committed[2], tier_committed_peak[2];   /* tiny, mid slab bytes */
 static _Atomic uint64_t large_allocs, large_frees, large_requested;
 static _Atomic int64_t large_committed, large_committed_peak;

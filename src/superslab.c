@@ -186,12 +186,15 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
     ss->prev = last;
   }
 
+  bool zero = true;
+  for (unsigned i = 0; i < units; i++) zero &= ss->touched[u + (int)i] == 0;
   uint32_t bs = hak_class_size[cls];
   uint32_t start = u == 0 ? HAK_SS_HEADER : (uint32_t)u << HAK_UNIT_SHIFT;
   uint32_t bytes = slab_end((unsigned)u, units) - start;
   hak_slab_t *s = &hak_ss_slabs(ss)[u];
+  uint64_t inverse = hak_odd_inverse(bs);
   for (unsigned i = 0; i < units; i++) {   /* what free reads, in every unit */
-    s[i].inverse = hak_odd_inverse(bs);
+    s[i].inverse = inverse;
     s[i].shift = (uint8_t)__builtin_ctz(bs);
     s[i].start = (uintptr_t)ss + start;
     s[i].limit = 0;
@@ -203,13 +206,14 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   s->units = (uint8_t)units;
   s->capacity = (uint16_t)(bytes / bs);
   s->in_full = 0;
+  s->zero = zero;
   s->used = 0;
   s->free = NULL;
   s->carved = 0;
   hak_slab_list_push(&h->warm[cls], s);
   HAK_COUNT(h->counters[cls].slabs, 1);
   if (HAK_STAT) hak_stats_slab_bytes(cls, (int64_t)bytes);
-  hak_release_grown(h, bytes);
+  if (cls < HAK_CACHED_CLASSES) hak_release_grown(h, bytes);   /* a span class's block fills no cache */
   return s;
 }
 

@@ -4,10 +4,10 @@
  *   SuperSlab   2 MiB region, 2 MiB aligned, owned by one thread heap. Its first
  *               4 KiB hold the header (hak_superslab_t); the rest is carved into
  *               32 units of 64 KiB (unit 0 loses the header page).
- *   slab        a span of 1..16 units holding blocks of one size class. Tiny
- *               classes use one unit (any unit); mid classes use 1..16 units
+ *   slab        a span of 1..8 units holding blocks of one size class. Tiny
+ *               classes use one unit (any unit); mid classes use 1..8 units
  *               starting at unit 1 or later, so their blocks are 64 KiB aligned
- *               at the slab start.
+ *               at the slab start (a span class's slab is its one block).
  *   large block a private mapping whose header (hak_large_t) sits at the start
  *               of its first 2 MiB chunk, or just below the block for alignments
  *               of 2 MiB and more.
@@ -73,8 +73,23 @@
 #define HAK_ALIGN         16
 #define HAK_TINY_MAX      1024
 #define HAK_TINY_CLASSES  32
-#define HAK_MID_MAX       ((size_t)128 * 1024)
-#define HAK_CLASSES       (HAK_TINY_CLASSES + 7 * 8)   /* 1 KiB .. 128 KiB: 7 doublings */
+#define HAK_CLASSES       (HAK_TINY_CLASSES + 9 * 8)   /* 1 KiB .. 512 KiB: 9 doublings */
+/* The classes up to 128 KiB have a unified cache each, which malloc's fast
+ * path finds in a table; the 16 above, the span classes, have a slab of one
+ * block each and no cache: a freed block goes straight back to its slab,
+ * whose units, with the pages on them, a block of any size may take next
+ * (cache.c). As large blocks, each in a mapping of its own, the freed
+ * pages of one size served only its own and the next sizes up: `git log
+ * -p`, whose 128-512 KiB blocks shrink as it goes back in history, took
+ * 41.5k page faults and 151 MB peak RSS, 31.9k and 134 now (tcmalloc 31.0k,
+ * 133). Span classes up to 1 MiB, of up to 16 of a SuperSlab's 31 free
+ * units, left runs too short for them: phased's peak grew from 161 MB to
+ * 197. Blocks above HAK_MID_MAX are large (large.c). The secure build
+ * keeps blocks above 128 KiB large, each with a guard page after it, and
+ * leaves the span classes unused. */
+#define HAK_MID_TABLE_MAX  ((size_t)128 * 1024)
+#define HAK_CACHED_CLASSES (HAK_TINY_CLASSES + 7 * 8)
+#define HAK_MID_MAX        (HAK_SECURE ? HAK_MID_TABLE_MAX : (size_t)512 * 1024)
 
 
 #define HAK_FEW_CACHED 2          /* blocks a cache of the profiler's heap holds (hak_heap_new) */
@@ -140,6 +155,8 @@ typedef struct hak_slab_s {
   void    *free;           /* local free list, owner only */
   uint16_t used;           /* blocks handed out (to the unified cache or the program) */
   uint8_t  in_full;        /* 1: on the heap's full list, 0: on the warm list */
+  uint8_t  zero;           /* 1: its units were untouched when taken (head only): a span
+                              class's block, handed out once, is zero but for malloc's two words */
 } hak_slab_t;
 
 /* A slab's links in the warm-pool or full list of its heap (head only). */
@@ -247,7 +264,7 @@ typedef struct hak_heap_s {
   hak_ucache_t cache[HAK_CLASSES];     /* the fast paths touch only this, */
   hak_ucache_t *cache_small[HAK_TINY_MAX / 16 + 1];   /* and these: the class's cache by
                                           (size + 15) / 16, and by hak_cache_of_mid, addressed from */
-  uint16_t     cache_of_mid[HAK_MID_MAX / 128 + 1];     /* the heap pointer malloc already holds */
+  uint16_t     cache_of_mid[HAK_MID_TABLE_MAX / 128 + 1];     /* the heap pointer malloc already holds */
   int64_t      prof_left;              /* bytes malloc's counted build may allocate before its next
                                           sample (prof.c) */
   struct hak_prof_state_s *prof;       /* heap profiling's state, just after the heap; NULL: off */

@@ -274,11 +274,11 @@ static void test_bigcache_budget_large_blocks(void) {
 /* The report says what the controller did. */
 static void collect(const char *text, void *arg) {
   char *buf = arg;
-  strncat(buf, text, 16383 - strlen(buf));
+  strncat(buf, text, 32767 - strlen(buf));
 }
 
 static void test_report(void) {
-  static char text[16384], json[16384];
+  static char text[32768], json[32768];
   hak_stats_print(collect, text);
   hak_stats_print_json(collect, json);
   CHECK(strstr(text, " ace: ") && strstr(text, "purge_delay_ms ") && strstr(text, "bigcache_delay_ms "),

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -373,6 +374,52 @@ static void test_release(void) {
   CHECK(after_trim - before < 2048, "RSS after malloc_trim is %ld KiB above the start", after_trim - before);
 }
 
+static long minor_faults(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+/* A block of a span class (above 128 KiB, up to HAK_MID_MAX) is a slab of
+ * its own in a SuperSlab: 64 KiB aligned, usable to its class's size. With
+ * no cache, its units go back to the SuperSlab at free, and a block of
+ * another span size takes them with the pages on them (no page fault);
+ * calloc zeroes such a block, but not one on units that were given back
+ * to the OS since (their pages are zero): it faults in one page, not 49. */
+static void test_span(void) {
+  const size_t a_size = 300000, b_size = 200000;
+  char *a = malloc(a_size);
+  CHECK(hak_registry_kind((uintptr_t)a) == HAK_REG_SUPERSLAB && ((uintptr_t)a & (HAK_UNIT_SIZE - 1)) == 0,
+        "span block %p is not a 64 KiB aligned block of a SuperSlab", (void *)a);
+  CHECK(hak_usable_size(a) == hak_class_size[hak_class_of(a_size)], "span block usable %zu", hak_usable_size(a));
+  hak_superslab_t *ss = hak_ss_of(a);
+  volatile uintptr_t at = (uintptr_t)a;   /* not a use after free for gcc */
+  unsigned u = (unsigned)((at - (uintptr_t)ss) >> HAK_UNIT_SHIFT);
+  memset(a, 0x5a, a_size);
+  escape(a);
+  free(a);
+  CHECK(ss->free_units >> u & 1, "the units of a freed span block did not go back to its SuperSlab");
+  long faults = minor_faults();
+  char *b = calloc(1, b_size);
+  faults = minor_faults() - faults;
+  CHECK((uintptr_t)b == at, "a block of another span class (%p) did not take the freed units (%p)", (void *)b,
+        (void *)at);
+  size_t nonzero = 0;
+  for (size_t i = 0; i < b_size; i++) nonzero += b[i] != 0;
+  CHECK(nonzero == 0 && faults == 0, "calloc of a reused span block: %zu bytes not zero, %ld page faults", nonzero,
+        faults);
+  free(b);
+  hak_trim();
+  faults = minor_faults();
+  char *c = calloc(1, b_size);
+  faults = minor_faults() - faults;
+  CHECK(hak_ss_of(c) == ss && faults <= 2, "calloc of a span block on units given back: %ld page faults", faults);
+  nonzero = 0;
+  for (size_t i = 0; i < b_size; i++) nonzero += c[i] != 0;
+  CHECK(nonzero == 0, "calloc of a span block on units given back: %zu bytes not zero", nonzero);
+  free(c);
+}
+
 static void test_large(void) {
   char *a = malloc(3u << 20);
   volatile uintptr_t a_map = (uintptr_t)a & ~(uintptr_t)HAK_SS_MASK;   /* not a use after free for gcc */
@@ -390,7 +437,7 @@ static void test_large(void) {
   CHECK(c && c[0] == 'x' && c[(3u << 20) - 1] == 'y', "mremap growth lost content");
   CHECK(hak_registry_kind((uintptr_t)c) == HAK_REG_LARGE, "moved block not registered");
   if ((uintptr_t)c != old_place) CHECK(hak_registry_kind(old_place) == HAK_REG_FOREIGN, "old place still registered");
-  char *d = realloc(c, 200000);
+  char *d = realloc(c, 700000);
   CHECK(d == c && hak_usable_size(d) < (1u << 20), "shrinking a large block did not trim it");
   free(d);
   void *e = aligned_alloc(4u << 20, 5000);
@@ -976,6 +1023,7 @@ int main(void) {
   test_remote_free(48, REMOTE_N);
   test_remote_free(640, REMOTE_N);
   test_remote_free(20000, 500);
+  test_remote_free(300000, 40);
   test_remote_batch();
   test_remote_order(16, 1000, 1000);
   test_remote_order(48, 1000, 1000);
@@ -989,6 +1037,7 @@ int main(void) {
   test_idle_caches_paced_by_slabs();
   test_empty_superslab();
   test_release();
+  test_span();
   test_large();
   test_large_moves();
   test_bigcache_expiry();

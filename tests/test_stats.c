@@ -13,7 +13,7 @@
 
 static void escape(void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
 
-enum { SMALL = 48, MEDIUM = 208, MID = 5000, LARGE = 300000 };
+enum { SMALL = 48, MEDIUM = 208, MID = 5000, LARGE = 700000 };
 enum { N_SMALL = 1000, N_MEDIUM = 300, N_MID = 50, N_LARGE = 3 };
 static void *small[N_SMALL], *medium[N_MEDIUM], *mid[N_MID], *large[N_LARGE];
 
@@ -221,7 +221,7 @@ static void test_reports(void) {
   CHECK(strncmp(err, "hakmem 0.", 9) == 0, "no banner: %s", err);
   CHECK(strstr(err, "profile auto") && strstr(err, "PURGE_DELAY_MS=5") && strstr(err, "ROUTE_BANNER=1"),
         "banner lacks profile or changed options: %s", err);
-  CHECK(strstr(err, "tiny <= 1024 B (32 classes)") && strstr(err, "mid <= 131072 B (56 classes)"),
+  CHECK(strstr(err, "tiny <= 1024 B (32 classes)") && strstr(err, "mid <= 524288 B (72 classes)"),
         "banner lacks tiers: %s", err);
   CHECK(strstr(err, "page 4096 B") && strstr(err, "transparent huge pages"), "banner lacks page or huge pages: %s", err);
   CHECK(strstr(err, "hakmem ace: on, knobs purge_delay_ms 5..320, bigcache_delay_ms 100..6400, bigcache_budget 16M..128M"),
