@@ -37,17 +37,19 @@ HAK_TWO_BUILDS(HAK_EXPORT, void *, hak_calloc, (size_t count, size_t size), call
  * large block aligned to 2 MiB or more, keeps its place while the new size
  * still uses at least half of it (else it moves, so that its memory goes);
  * other large blocks are resized in place or moved with their pages (no
- * copy). resize returns the block that holds p's contents now, or NULL;
+ * copy) while above HAK_LARGE_MIN, and a block that grows past it becomes
+ * large. resize returns the block that holds p's contents now, or NULL;
  * *copied: a new block that p's were copied to, and p is still to free. */
 static void *resize(bool counted, void *p, size_t size, size_t usable, bool *copied) {
   uint8_t kind = hak_registry_kind((uintptr_t)p);
-  if (kind == HAK_REG_LARGE && size > HAK_MID_MAX) {
+  if (kind == HAK_REG_LARGE && size > HAK_LARGE_MIN) {
     void *q = hak_large_realloc(p, size);
     if (q) return q;
   } else if (size <= usable && (size >= usable / 2 || usable <= 64)) {
     return p;
   }
-  void *q = hak_malloc_fast_of(counted, size);
+  void *q = size > HAK_LARGE_MIN && size > usable ? hak_large_alloc(size, HAK_ALIGN, false)
+                                                  : hak_malloc_fast_of(counted, size);
   if (!q) return NULL;
   hak_block_copy(q, p, size < usable ? size : usable);
   *copied = true;

@@ -2,7 +2,7 @@
  * for reuse without system calls.
  *
  * Large mappings come in the sizes of large.c's rounding, 8 per doubling, so
- * the cache has a bin per size (above HAK_MID_MAX, up to 4 GiB) with a few
+ * the cache has a bin per size (above HAK_LARGE_MIN, up to 4 GiB) with a few
  * slots each. A slot holds the header address, which is 2 MiB aligned, with
  * the mapping size in pages in its low bits, so a thread can judge an entry
  * without touching memory it does not own yet; a single compare-and-swap
@@ -22,12 +22,12 @@
 
 #define SIZE_BITS_MASK ((uintptr_t)HAK_SS_MASK)
 #define PAGE_SHIFT 12
-#define MIN_SHIFT (HAK_SECURE ? 17 : 19)   /* bins start above 2^MIN_SHIFT = HAK_MID_MAX */
+#define MIN_SHIFT 17                  /* bins start above 2^17 = HAK_LARGE_MIN */
 #define BINS (8 * (32 - MIN_SHIFT))   /* up to 2^32 */
 #define BIN_SLOTS 8
 #define SLOTS (BINS * BIN_SLOTS)
 
-_Static_assert(HAK_MID_MAX == (size_t)1 << MIN_SHIFT, "bins start where the mid classes end");
+_Static_assert(HAK_LARGE_MIN == (size_t)1 << MIN_SHIFT, "bins start where large blocks may");
 _Static_assert(((4ull << 30) >> PAGE_SHIFT) <= HAK_SS_MASK, "sizes up to BIGCACHE_MAX_BLOCK's 4 GiB fit in a slot's low bits");
 
 static _Atomic uintptr_t slots[SLOTS];
@@ -71,7 +71,7 @@ static void expiry_at_most(uint64_t when) {
 
 bool hak_bigcache_put(hak_large_t *hdr) {
   size_t size = hdr->map_size;
-  if (size > (size_t)hak_opt(hak_option_bigcache_max_block) || size <= HAK_MID_MAX) return false;
+  if (size > (size_t)hak_opt(hak_option_bigcache_max_block) || size <= HAK_LARGE_MIN) return false;
   if (atomic_fetch_add(&cached_bytes, size) + size > (size_t)hak_ace_value(hak_knob_bigcache_budget)) {
     atomic_fetch_sub(&cached_bytes, size);
     hak_ace_sign(HAK_ACE_BIGCACHE_REFUSED, size);

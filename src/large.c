@@ -1,5 +1,6 @@
 /* The large path: blocks above HAK_MID_MAX (512 KiB; 128 KiB in the secure
- * build) get a mapping of their own.
+ * build), and those realloc grew past HAK_LARGE_MIN, get a mapping of their
+ * own.
  *
  * The mapping starts on a 2 MiB boundary with the header (hak_large_t) there
  * and the block after it (64 bytes in and a number of cache lines more, up to
@@ -101,7 +102,7 @@ static hak_large_t *large_resize(hak_large_t *hdr, size_t map_size) {
  * unmapped). */
 static hak_large_t *large_fit(hak_large_t *hdr, size_t map_size) {
   size_t at = hdr->map_size, cut = (map_size + HAK_GUARD + HAK_SS_MASK) & ~(size_t)HAK_SS_MASK;
-  if (at > cut + HAK_MID_MAX) {
+  if (at > cut + HAK_LARGE_MIN) {
     /* the pages past the 2 MiB boundary after map_size (and its guard) go
      * back to the BigCache as an entry of their own, those before it to
      * the OS */
@@ -230,7 +231,7 @@ size_t hak_large_usable(const void *p, uint8_t kind, const char *fn) {
   return hdr->map_base + hdr->map_size - (uintptr_t)p;
 }
 
-/* Resize a large block (kind HAK_REG_LARGE) to size > HAK_MID_MAX without
+/* Resize a large block (kind HAK_REG_LARGE) to size > HAK_LARGE_MIN without
  * copying (large_resize). NULL if the pages could not be moved. While heap
  * profiling, a block that changes its mapping counts as a free of the old
  * block and an allocation of the new size, as a copy would: its sample, if

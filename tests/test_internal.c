@@ -385,7 +385,9 @@ static long minor_faults(void) {
  * no cache, its units go back to the SuperSlab at free, and a block of
  * another span size takes them with the pages on them (no page fault);
  * calloc zeroes such a block, but not one on units that were given back
- * to the OS since (their pages are zero): it faults in one page, not 49. */
+ * to the OS since (their pages are zero): it faults in one page, not 49.
+ * A block that realloc grows past 128 KiB is large instead, so that it
+ * grows on with its pages moved, not copied, and stays large above it. */
 static void test_span(void) {
   const size_t a_size = 300000, b_size = 200000;
   char *a = malloc(a_size);
@@ -418,6 +420,19 @@ static void test_span(void) {
   for (size_t i = 0; i < b_size; i++) nonzero += c[i] != 0;
   CHECK(nonzero == 0, "calloc of a span block on units given back: %zu bytes not zero", nonzero);
   free(c);
+  char *g = malloc(100000);
+  memset(g, 0x33, 100000);
+  g = realloc(g, 300000);
+  CHECK(g && hak_registry_kind((uintptr_t)g) == HAK_REG_LARGE, "a block realloc grew to 300000 bytes is not large");
+  memset(g + 100000, 0x44, 200000);
+  g = realloc(g, 450000);
+  CHECK(g && hak_registry_kind((uintptr_t)g) == HAK_REG_LARGE, "a large block grown to 450000 bytes is not large");
+  g = realloc(g, 140000);
+  CHECK(g && hak_registry_kind((uintptr_t)g) == HAK_REG_LARGE, "a large block shrunk to 140000 bytes is not large");
+  size_t bad = 0;
+  for (size_t i = 0; i < 140000; i++) bad += (unsigned char)g[i] != (i < 100000 ? 0x33 : 0x44);
+  CHECK(bad == 0, "%zu bytes changed by realloc between span, large and back", bad);
+  free(g);
 }
 
 static void test_large(void) {
