@@ -62,10 +62,18 @@ static uint32_t span_mask(unsigned first, unsigned units) {
   return m << first;
 }
 
-/* A run of `units` units of avail for a slab of class cls, its first unit,
- * or -1. Tiny slabs may use unit 0 (whose first page is the header); mid
- * slabs start at unit 1 or later so that their blocks are 64 KiB aligned at
- * the slab start. With same_class, only a run that last held a slab of cls
+/* The units of avail that start a run of `units` free units for a slab:
+ * tiny slabs may use unit 0 (whose first page is the header); mid slabs
+ * start at unit 1 or later so that their blocks are 64 KiB aligned at the
+ * slab start. */
+static uint32_t run_starts(uint32_t avail, unsigned units, bool tiny) {
+  uint32_t m = tiny ? avail : (avail & ~1u);
+  for (unsigned i = 1; i < units && m; i++) m &= avail >> i;
+  return m;
+}
+
+/* Of the run starts m (run_starts) for a slab of class cls, the first unit
+ * of the run to take, or -1. With same_class, only a run that last held a slab of cls
  * and whose pages may still be resident (dirty): the blocks it hands out
  * then fall on the pages that class touched before, where another class
  * would touch others (a heap that threads adopt one after another would
@@ -80,10 +88,8 @@ static uint32_t span_mask(unsigned first, unsigned units) {
  * because it was touched splits the runs that longer slabs need (memory
  * mid peaked 3% higher when runs of any length went by their touched
  * pages). */
-static int find_span(const hak_superslab_t *ss, uint32_t avail, uint32_t dirty, unsigned cls, unsigned units,
-                     bool tiny, bool same_class, unsigned *resident) {
-  uint32_t m = tiny ? avail : (avail & ~1u);
-  for (unsigned i = 1; i < units && m; i++) m &= avail >> i;
+static int find_span(const hak_superslab_t *ss, uint32_t m, uint32_t dirty, unsigned cls, unsigned units,
+                     bool same_class, unsigned *resident) {
   if (same_class) {
     for (uint32_t c = m & dirty; c; c &= c - 1) {
       unsigned u = (unsigned)__builtin_ctz(c);
@@ -115,7 +121,8 @@ static int find_span(const hak_superslab_t *ss, uint32_t avail, uint32_t dirty, 
 static int claim_span(hak_superslab_t *ss, unsigned cls, unsigned units, bool tiny, bool same_class) {
   uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
   for (;;) {
-    int u = find_span(ss, ss->free_units & ~HAK_PURGING(w), HAK_DIRTY(w), cls, units, tiny, same_class, NULL);
+    uint32_t m = run_starts(ss->free_units & ~HAK_PURGING(w), units, tiny);
+    int u = find_span(ss, m, HAK_DIRTY(w), cls, units, same_class, NULL);
     if (u < 0) return -1;
     uint32_t span = span_mask((unsigned)u, units);
     for (unsigned i = (unsigned)u; i < (unsigned)u + units; i++)   /* a clean unit has no page resident */
@@ -159,9 +166,10 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   unsigned most = 0, resident;
   for (hak_superslab_t *x = h->superslabs; x && x->free_units; x = x->next) {
     uint64_t w = atomic_load_explicit(&x->dirty, memory_order_relaxed);
-    uint32_t avail = x->free_units & ~HAK_PURGING(w);
-    if (!same && find_span(x, avail, HAK_DIRTY(w), cls, units, tiny, true, NULL) >= 0) same = x;
-    if (find_span(x, avail, HAK_DIRTY(w), cls, units, tiny, false, &resident) >= 0 &&
+    uint32_t m = run_starts(x->free_units & ~HAK_PURGING(w), units, tiny);
+    if (!m) continue;
+    if (!same && find_span(x, m, HAK_DIRTY(w), cls, units, true, NULL) >= 0) same = x;
+    if (find_span(x, m, HAK_DIRTY(w), cls, units, false, &resident) >= 0 &&
         (!best || resident > most || (resident == most && x < best))) {
       best = x;
       most = resident;
@@ -216,7 +224,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   /* A span class's slab, new for each of its blocks, counts a quarter of
    * its bytes: a sweep per 2 MiB of them. Counted whole, random_mixed of
    * 64 KiB..4 MiB ran 108.7M instructions (61.5M with 128-512 KiB blocks
-   * large; 95.0M now, at the same speed); not counted, the sweeps left the
+   * large; 95.0M with a quarter, at the same speed); not counted, the sweeps left the
    * idle caches of phased's buffer phase alone: 169.8 MB peak, 164 now. */
   hak_release_grown(h, cls < HAK_CACHED_CLASSES ? bytes : bytes / 4);
   return s;
