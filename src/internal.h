@@ -161,6 +161,7 @@ uint64_t hak_release_delay(void);   /* the purge delay now, ms */
 uint64_t hak_release_sweep_all(bool force, int *released);
 void     hak_release_forget_sweeps(void);   /* in a forked child */
 uint64_t hak_release_dirty_bytes(void);     /* free units of the arena not decommitted */
+bool     hak_release_purge_units(hak_superslab_t *ss, uint32_t mask);   /* its dirty units in mask, now */
 /* The earlier of two deadlines, 0 standing for none. */
 HAK_INLINE uint64_t hak_deadline_min(uint64_t a, uint64_t b) { return !a ? b : !b ? a : a < b ? a : b; }
 

@@ -38,7 +38,7 @@ static const hak_option_desc_t table[hak_option_count] = {
   [hak_option_shared_pool_slots] = {"SHARED_POOL_SLOTS", HAK_OPT_INT, {64, 64, 8, 64}, 0, HAK_SHARED_POOL_SLOTS, NULL,
                                     "empty SuperSlabs kept decommitted for any thread (more are unmapped)"},
   [hak_option_bigcache_budget] = {"BIGCACHE_BUDGET", HAK_OPT_SIZE, {1 * G, 128 * M, 16 * M, 16 * M}, 0, 64 * G, NULL,
-                                  "bytes of freed large blocks the BigCache keeps mapped"},
+                                  "bytes of freed large blocks the BigCache keeps mapped, and of span blocks (128-512 KiB) a thread frees in a row before the rest go back to the OS at once"},
   [hak_option_bigcache_max_block] = {"BIGCACHE_MAX_BLOCK", HAK_OPT_SIZE, {256 * M, 64 * M, 4 * M, 64 * M}, 0, 4 * G, NULL,
                                      "largest freed block the BigCache keeps"},
   [hak_option_bigcache_delay_ms] = {"BIGCACHE_DELAY_MS", HAK_OPT_INT, {5000, 1000, 100, 100}, 0, 60 * MINUTE_MS, NULL,

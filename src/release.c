@@ -88,7 +88,7 @@ static void decommit_units(hak_superslab_t *ss, uint32_t mask) {
 
 /* Claim the dirty units of ss that are in mask, decommit them, release the
  * claim (types.h). True if there were any. */
-static bool purge_dirty(hak_superslab_t *ss, uint32_t mask) {
+bool hak_release_purge_units(hak_superslab_t *ss, uint32_t mask) {
   uint64_t w = atomic_load(&ss->dirty);
   uint32_t d;
   do {
@@ -111,7 +111,7 @@ static uint64_t sweep(hak_superslab_t *ss, uint64_t now, bool force, int *releas
   uint64_t due = atomic_load(&ss->purge_at);
   if (!force && due > now) return due;
   if (force || due) {
-    *released |= purge_dirty(ss, force ? HAK_UNITS_ALL : atomic_load_explicit(&ss->aged, memory_order_relaxed));
+    *released |= hak_release_purge_units(ss, force ? HAK_UNITS_ALL : atomic_load_explicit(&ss->aged, memory_order_relaxed));
     atomic_store_explicit(&ss->aged, HAK_DIRTY(atomic_load(&ss->dirty)), memory_order_relaxed);
     /* Cleared before the dirty word is read again, while the owner sets
      * dirty bits before it reads purge_at: one of the two sees the other's

@@ -182,6 +182,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
     if (!(ss = ss_acquire(h))) return NULL;
     u = claim_span(ss, cls, units, tiny, false);
   }
+  if (cls >= HAK_CACHED_CLASSES) h->span_freed = 0;
   for (unsigned i = 0; i < units; i++) ss->span_class[u + (int)i] = (uint8_t)(i ? 0 : cls + 1);
   if (ss->free_units == HAK_UNITS_ALL) h->empty_superslabs--;
   uint32_t span = span_mask((unsigned)u, units);
@@ -253,6 +254,13 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   ss->free_units |= span;
   atomic_fetch_or(&ss->dirty, span);
   if (ss->free_units == HAK_UNITS_ALL) h->empty_superslabs++;
+  /* Span slabs released in a row beyond the BigCache's budget go back to
+   * the OS at once, as the large blocks the BigCache had no room for: a
+   * program that frees its big blocks at the end of a phase does not keep
+   * them for the purge delay. */
+  if (s->cls >= HAK_CACHED_CLASSES &&
+      (h->span_freed += (uint64_t)units << HAK_UNIT_SHIFT) > (uint64_t)hak_opt(hak_option_bigcache_budget))
+    hak_release_purge_units(ss, span);
   hak_release_schedule(h, ss);
 }
 

@@ -279,6 +279,7 @@ typedef struct hak_heap_s {
   hak_slab_t  *warm[HAK_CLASSES];      /* warm pool: slabs with free blocks */
   hak_slab_t  *full[HAK_CLASSES];      /* slabs with nothing left to hand out */
   hak_superslab_t *superslabs;         /* owned; ones with free units first */
+  uint64_t     span_freed;             /* bytes of span slabs released since it last took one (superslab.c) */
   uintptr_t    thread;                 /* hak_thread_id of the thread using the heap, 0: none */
   uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free */
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */

@@ -435,6 +435,23 @@ static void test_span(void) {
   free(g);
 }
 
+/* Span blocks that a thread frees in a row go back to the OS at once
+ * beyond BIGCACHE_BUDGET's bytes, as large blocks the BigCache has no room
+ * for: 32 blocks of 300,000 bytes (9.4 MB) with a budget of 1 MiB. */
+static void test_span_burst(void) {
+  enum { N = 32, SIZE = 300000 };
+  long budget = hak_option_get(hak_option_bigcache_budget);
+  hak_option_set(hak_option_bigcache_budget, 1 << 20);
+  static char *b[N];
+  for (int i = 0; i < N; i++) memset(b[i] = malloc(SIZE), 1, SIZE);
+  long before = rss_kib();
+  for (int i = 0; i < N; i++) free(b[i]);
+  long dropped = before - rss_kib();
+  CHECK(dropped > (N * SIZE - (3 << 20)) / 1024, "freeing %d span blocks of %d bytes in a row dropped %ld KiB", N, SIZE,
+        dropped);
+  hak_option_set(hak_option_bigcache_budget, budget);
+}
+
 static void test_large(void) {
   char *a = malloc(3u << 20);
   volatile uintptr_t a_map = (uintptr_t)a & ~(uintptr_t)HAK_SS_MASK;   /* not a use after free for gcc */
@@ -1053,6 +1070,7 @@ int main(void) {
   test_empty_superslab();
   test_release();
   test_span();
+  test_span_burst();
   test_large();
   test_large_moves();
   test_bigcache_expiry();
