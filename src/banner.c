@@ -41,7 +41,7 @@ void hak_banner_print(void) {
   hak_out_str(&o, " classes), mid <= ");
   hak_out_u64(&o, HAK_MID_MAX);
   hak_out_str(&o, " B (");
-  hak_out_u64(&o, HAK_CLASSES - HAK_TINY_CLASSES);
+  hak_out_u64(&o, hak_class_of(HAK_MID_MAX) + 1 - HAK_TINY_CLASSES);   /* the secure build leaves the span classes unused */
   hak_out_str(&o, " classes), large above (BigCache ");
   hak_out_size(&o, (uint64_t)hak_opt(hak_option_bigcache_budget));
   hak_out_str(&o, "); SuperSlab ");
