@@ -7,11 +7,13 @@ HAK_TWO_BUILDS(HAK_EXPORT, void *, hak_malloc, (size_t size), hak_malloc_entry_o
 
 HAK_EXPORT void hak_free(void *p) { hak_free_entry(p); }
 
-/* calloc's zeroing of p, total bytes just allocated; returns p, as memset
- * does, so that calloc keeps nothing across the call (its entry stays
- * patchable: counted.c). */
+/* calloc's zeroing of p, total bytes just allocated: a span class's block
+ * on units untouched since they were taken clean (hak_slab_new) needs only
+ * the two words malloc wrote. Returns p, as memset does, so that calloc
+ * keeps nothing across the call (its entry stays patchable: counted.c). */
 static HAK_NOINLINE void *calloc_zero(void *p, size_t total) {
-  hak_block_zero(p, hak_block_dirty_bytes(p, total));
+  if (total > HAK_MID_TABLE_MAX && hak_slab_of(hak_ss_of(p), (uintptr_t)p)->zero) total = 2 * sizeof(void *);
+  hak_block_zero(p, total);
   return p;
 }
 

@@ -140,16 +140,8 @@ static HAK_NOINLINE void *span_take(hak_heap_t *h, unsigned cls, size_t size) {
   hak_release_tick(h);
   if (atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) hak_heap_take_remote(h, cls, NULL, 0);
   void *p = NULL;
-  if (slabs_take(h, cls, (void **)&p, 1)) {
-    hak_block_check_free(p, "malloc");
-    ((uintptr_t *)p)[1] = 0;
-#if HAK_STAT >= 2
-    h->cache[cls].allocs++;
-    h->counters[cls].requested += size;
-#endif
-  } else {
-    errno = ENOMEM;
-  }
+  if (slabs_take(h, cls, (void **)&p, 1)) p = hak_block_hand_out(h, cls, p, size);
+  else errno = ENOMEM;
   hak_heap_leave(h, entered);
   return p;
 }
@@ -161,7 +153,7 @@ void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  return hak_cache_pop(h, c, cls, size);
+  return hak_block_hand_out(h, cls, *--c->top, size);
 }
 
 /* An allocation of a thread that has passed its exit handling: from a heap

@@ -429,22 +429,14 @@ HAK_INLINE void hak_slab_put_chain(hak_heap_t *h, hak_slab_t *s, void *head, voi
 
 HAK_INLINE uint32_t hak_cache_count(const hak_ucache_t *c) { return (uint32_t)(c->top - c->items); }
 
-/* Of a block of size bytes just allocated, the bytes calloc must zero: a
- * span class's block on units untouched since they were taken clean
- * (hak_slab_new) has only the two words malloc wrote. */
-HAK_INLINE size_t hak_block_dirty_bytes(void *p, size_t size) {
-  if (size > HAK_MID_TABLE_MAX && hak_slab_of(hak_ss_of(p), (uintptr_t)p)->zero) return 2 * sizeof(void *);
-  return size;
-}
-
-/* The top block of a cache that holds one, made ready to hand out (the
- * slow paths' pop; malloc's fast path does the same in its own order). */
-HAK_INLINE void *hak_cache_pop(hak_heap_t *h, hak_ucache_t *c, unsigned cls, size_t size) {
+/* Free block p of class cls made ready to hand out for size bytes (the
+ * slow paths' pop of a cache, and a span class's block; malloc's fast path
+ * does the same in its own order). */
+HAK_INLINE void *hak_block_hand_out(hak_heap_t *h, unsigned cls, void *p, size_t size) {
 #if HAK_STAT >= 2
-  c->allocs++;
+  h->cache[cls].allocs++;
   h->counters[cls].requested += size;
 #endif
-  void *p = *--c->top;
   hak_block_check_free(p, "malloc");
   ((uintptr_t *)p)[1] = 0;
   return p;
