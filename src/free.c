@@ -75,8 +75,10 @@ static void inbox_push(hak_heap_t *owner, unsigned cls, void **head, void **tail
   do {
     tail[0] = (void *)hak_link_encode(old, tail);
   } while (!atomic_compare_exchange_weak_explicit(inbox, &old, head, memory_order_release, memory_order_relaxed));
-  if (atomic_load_explicit(&owner->state, memory_order_relaxed) != HAK_HEAP_ACTIVE)
+  if (atomic_load_explicit(&owner->state, memory_order_relaxed) != HAK_HEAP_ACTIVE) {
     hak_release_abandoned_due(hak_os_now_ms() + (uint64_t)hak_opt(hak_option_purge_delay_ms));
+    hak_heap_reclaim_hint();
+  }
   else if (!old)
     hak_purger_notify();   /* its thread may sleep: the purger takes the inbox (hak_heap_collect_sleeping) */
 }

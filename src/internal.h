@@ -112,6 +112,8 @@ bool hak_thread_exiting(void);
 hak_heap_t *hak_heap_borrow(void);
 void hak_heap_give_back(hak_heap_t *h);
 int  hak_heap_trim_abandoned(bool now);
+hak_superslab_t *hak_heap_reclaim_superslab(void);
+void hak_heap_reclaim_hint(void);   /* an abandoned heap may have an empty SuperSlab to reclaim */
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room);
@@ -142,6 +144,7 @@ void hak_slab_put_local(hak_heap_t *h, void *p);
 void hak_slab_put_moved(hak_heap_t *h, hak_slab_t *s);
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s);
 bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss);
+hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a);
 
 /* ---- shared_pool.c: empty SuperSlabs passed between threads */
 hak_superslab_t *hak_shared_pool_pop(void);

@@ -17,8 +17,46 @@ static void ss_list_remove(hak_superslab_t **list, hak_superslab_t *ss) {
   ss->next = ss->prev = NULL;
 }
 
+/* Unlink from heap a, whose thread exited (the caller holds it, heap.c),
+ * an empty SuperSlab whose units may have pages resident (dirty) and that
+ * no sweep is decommitting, for another heap to take with those pages; one
+ * whose pages are all dropped is no better than the shared pool's. NULL if
+ * a has none. */
+hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a) {
+  for (hak_superslab_t *ss = a->superslabs; ss && ss->free_units; ss = ss->next) {
+    uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_relaxed);
+    if (ss->free_units == HAK_UNITS_ALL && HAK_DIRTY(w) && !HAK_PURGING(w)) {
+      ss_list_remove(&a->superslabs, ss);
+      a->empty_superslabs--;
+      return ss;
+    }
+  }
+  return NULL;
+}
+
+/* Make the empty SuperSlab ss heap h's, first in its list (ones with free
+ * units first). */
+static hak_superslab_t *ss_adopt(hak_heap_t *h, hak_superslab_t *ss) {
+  ss->owner = h;
+  memset(hak_ss_slabs(ss), 0, HAK_UNITS * sizeof(hak_slab_t));   /* table entries outlive their SuperSlab */
+  ss->free_units = HAK_UNITS_ALL;
+  ss_list_push(&h->superslabs, ss);
+  h->empty_superslabs++;
+  return ss;
+}
+
+/* An empty SuperSlab of a heap whose thread exited, with pages resident,
+ * for heap h (hak_heap_reclaim_superslab); its dirty units, what they last
+ * held and their deadline stay. NULL if none. */
+static hak_superslab_t *ss_reclaim(hak_heap_t *h) {
+  hak_superslab_t *ss = hak_heap_reclaim_superslab();
+  if (!ss) return NULL;
+  h->purge_at = hak_deadline_min(h->purge_at, atomic_load_explicit(&ss->purge_at, memory_order_relaxed));
+  return ss_adopt(h, ss);
+}
+
 /* A SuperSlab for heap h: an empty one from the shared pool, else one from
- * the arena, else a new mapping. It goes first in the heap's list (ones with free units first). */
+ * the arena, else a new mapping. */
 static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   hak_superslab_t *ss = hak_shared_pool_pop();
   if (ss) {   /* closed (dirty 0) when it was given up; sweeps only read it */
@@ -35,12 +73,7 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
     }
     hak_registry_set((uintptr_t)ss, HAK_REG_SUPERSLAB);
   }
-  ss->owner = h;
-  memset(hak_ss_slabs(ss), 0, HAK_UNITS * sizeof(hak_slab_t));   /* table entries outlive their SuperSlab */
-  ss->free_units = HAK_UNITS_ALL;
-  ss_list_push(&h->superslabs, ss);
-  h->empty_superslabs++;
-  return ss;
+  return ss_adopt(h, ss);
 }
 
 /* Unlink an empty SuperSlab from its heap and hand it to the shared pool;
@@ -72,22 +105,30 @@ static uint32_t run_starts(uint32_t avail, unsigned units, bool tiny) {
   return m;
 }
 
+/* Pages of units u .. u + units - 1 that were touched and not decommitted
+ * since (dirty units only). */
+static unsigned run_pages(const hak_superslab_t *ss, unsigned u, unsigned units, uint32_t dirty) {
+  unsigned pages = 0;
+  for (uint32_t d = dirty & span_mask(u, units); d; d &= d - 1) pages += ss->touched[__builtin_ctz(d)];
+  return pages;
+}
+
 /* Of the run starts m (run_starts) for a slab of class cls, the first unit
  * of the run to take, or -1. With same_class, only a run that last held a slab of cls
  * and whose pages may still be resident (dirty): the blocks it hands out
  * then fall on the pages that class touched before, where another class
  * would touch others (a heap that threads adopt one after another would
  * otherwise end with every page of its free units resident). Otherwise,
- * for a slab of one unit, the dirty unit with the most pages touched (their
- * number in *resident, where asked), the lowest of those: a class new to
- * the heap reuses the pages that another class touched most, and leaves
- * alone the units of classes that touched a page or two, which they find
- * again (memory threads, 1 thread alive at a time: 639 pages of one heap's
- * free units resident after 20,000 threads, 463 now). Else, and for longer
- * slabs, the lowest run: a unit taken from the middle of free units
- * because it was touched splits the runs that longer slabs need (memory
- * mid peaked 3% higher when runs of any length went by their touched
- * pages). */
+ * for a slab of one unit, the dirty unit with the most pages touched, the
+ * lowest of those: a class new to the heap reuses the pages that another
+ * class touched most, and leaves alone the units of classes that touched a
+ * page or two, which they find again (memory threads, 1 thread alive at a
+ * time: 639 pages of one heap's free units resident after 20,000 threads,
+ * 463 now). Else, and for longer slabs, the lowest run: a unit taken from
+ * the middle of free units because it was touched splits the runs that
+ * longer slabs need (memory mid peaked 3% higher when runs of any length
+ * went by their touched pages). *resident, where asked, is the number of
+ * pages of the run's first unit that may be resident. */
 static int find_span(const hak_superslab_t *ss, uint32_t m, uint32_t dirty, unsigned cls, unsigned units,
                      bool same_class, unsigned *resident) {
   if (same_class) {
@@ -108,23 +149,35 @@ static int find_span(const hak_superslab_t *ss, uint32_t m, uint32_t dirty, unsi
         best = (int)u;
       }
     }
-  if (resident) *resident = most;
+  if (resident) *resident = units == 1 ? most : dirty >> best & 1 ? ss->touched[best] : 0;
   return best;
 }
 
-/* Take a run of units of ss for class cls (find_span) that no sweep is
- * decommitting out of the dirty word (types.h); its first unit, or -1.
+/* May at least half the pages of the run at u be resident? */
+static bool run_warm(const hak_superslab_t *ss, unsigned u, unsigned units, uint32_t dirty) {
+  return run_pages(ss, u, units, dirty) * 2 >= units * (HAK_UNIT_SIZE / HAK_PAGE_BYTES);
+}
+
+/* Which runs claim_span takes: one that last held the class and may still
+ * be resident, the run find_span prefers if half its pages may be
+ * (run_warm), or that run whatever its pages. */
+typedef enum { RUN_SAME_CLASS, RUN_WARM, RUN_ANY } run_want_t;
+
+/* Take a run of units of ss for class cls (find_span, as want asks) that
+ * no sweep is decommitting out of the dirty word (types.h); its first
+ * unit, or -1.
  * Units that are not dirty need no atomic operation: only the owner makes
  * units dirty, and a sweep claims only dirty ones. Decommitted units among
  * them are reported as taken back (release.c), whatever the other units of
  * the run were. */
-static int claim_span(hak_superslab_t *ss, unsigned cls, unsigned units, bool tiny, bool same_class) {
+static int claim_span(hak_superslab_t *ss, unsigned cls, unsigned units, bool tiny, run_want_t want) {
   uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
   for (;;) {
     uint32_t m = run_starts(ss->free_units & ~HAK_PURGING(w), units, tiny);
-    int u = find_span(ss, m, HAK_DIRTY(w), cls, units, same_class, NULL);
+    int u = find_span(ss, m, HAK_DIRTY(w), cls, units, want == RUN_SAME_CLASS, NULL);
     if (u < 0) return -1;
     uint32_t span = span_mask((unsigned)u, units);
+    if (want == RUN_WARM && !run_warm(ss, (unsigned)u, units, HAK_DIRTY(w))) return -1;
     for (unsigned i = (unsigned)u; i < (unsigned)u + units; i++)   /* a clean unit has no page resident */
       if (!(HAK_DIRTY(w) >> i & 1)) ss->touched[i] = 0;
     if (w & span) {
@@ -150,7 +203,9 @@ static uint32_t slab_end(unsigned u, unsigned units) {
  * be resident, in the first SuperSlab of the heap's list that has some;
  * else the run find_span prefers (the most touched unit, the lowest run)
  * of the SuperSlab where it holds the most touched pages, the
- * lowest-addressed of those; else a SuperSlab from the pool or the arena.
+ * lowest-addressed of those, if some of its units may be resident; else
+ * an empty SuperSlab with pages resident of a heap whose thread exited;
+ * else that run; else a SuperSlab from the pool or the arena.
  * Every SuperSlab with room is looked at: the list puts the last SuperSlab
  * taken and those that got room again first, and taking from its head, a
  * batch of one size went to a fresh SuperSlab's pages while older ones
@@ -176,11 +231,13 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
     }
   }
   int u = -1;
-  if (same && (u = claim_span(same, cls, units, tiny, true)) >= 0) ss = same;
-  else if (best && (u = claim_span(best, cls, units, tiny, false)) >= 0) ss = best;
+  if (same && (u = claim_span(same, cls, units, tiny, RUN_SAME_CLASS)) >= 0) ss = same;
+  else if (best && (u = claim_span(best, cls, units, tiny, RUN_WARM)) >= 0) ss = best;
+  else if ((ss = ss_reclaim(h))) u = claim_span(ss, cls, units, tiny, RUN_ANY);
+  else if (best && (u = claim_span(best, cls, units, tiny, RUN_ANY)) >= 0) ss = best;
   if (u < 0) {
     if (!(ss = ss_acquire(h))) return NULL;
-    u = claim_span(ss, cls, units, tiny, false);
+    u = claim_span(ss, cls, units, tiny, RUN_ANY);
   }
   if (cls >= HAK_CACHED_CLASSES) h->span_freed = 0;
   for (unsigned i = 0; i < units; i++) ss->span_class[u + (int)i] = (uint8_t)(i ? 0 : cls + 1);

@@ -304,6 +304,7 @@ typedef struct hak_heap_s {
    * other threads, pushed a batch at a time. */
   _Alignas(64) struct hak_heap_s *next_heap;   /* global list of heaps, never unlinked */
   _Atomic int  state;
+  _Atomic uint64_t left_at;            /* ms when its last thread left it (heap.c) */
   _Alignas(64) _Atomic(void *) inbox[HAK_CLASSES];
 } hak_heap_t;
 

@@ -452,6 +452,54 @@ static void test_span_burst(void) {
   hak_option_set(hak_option_bigcache_budget, budget);
 }
 
+/* The SuperSlabs of a thread that exited serve the others once the blocks
+ * it left are freed: a thread allocates 15 MiB of 48 KiB blocks and
+ * exits, main frees them and allocates 14 MiB of 40 KiB ones, which land
+ * on the pages the exited thread touched instead of new ones (with a purge
+ * delay long enough that none is dropped meanwhile). */
+enum { EXITED_N = 320, EXITED_SIZE = 49152, AGAIN_N = 350, AGAIN_SIZE = 40960 };
+static void *exited_blocks[EXITED_N];
+
+static void *exited_thread(void *arg) {
+  for (int i = 0; i < EXITED_N; i++) memset(exited_blocks[i] = malloc(EXITED_SIZE), i, EXITED_SIZE);
+  return arg;
+}
+
+static int cmp_ss(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)hak_ss_of(*(void *const *)a), y = (uintptr_t)hak_ss_of(*(void *const *)b);
+  return x < y ? -1 : x > y;
+}
+
+static void test_exited_superslabs(void) {
+  long delay = hak_option_get(hak_option_purge_delay_ms);
+  hak_option_set(hak_option_purge_delay_ms, 2000);   /* long for this test, short for the purger's sleep after it */
+  pthread_t t;
+  pthread_create(&t, NULL, exited_thread, NULL);
+  pthread_join(t, NULL);
+  usleep(20 * 1000);   /* past RECLAIM_AFTER_MS (heap.c): no new thread came to adopt its heap */
+  for (int i = 0; i < EXITED_N; i++) {
+    CHECK(((unsigned char *)exited_blocks[i])[EXITED_SIZE - 1] == (unsigned char)i, "block %d lost its contents", i);
+    free(exited_blocks[i]);
+  }
+  hak_remote_flush_all(hak_heap_get());
+  qsort(exited_blocks, EXITED_N, sizeof(void *), cmp_ss);
+  long before = rss_kib();
+  static void *again[AGAIN_N];
+  int reused = 0;
+  for (int i = 0; i < AGAIN_N; i++) {
+    memset(again[i] = malloc(AGAIN_SIZE), 1, AGAIN_SIZE);
+    reused += bsearch(&again[i], exited_blocks, EXITED_N, sizeof(void *), cmp_ss) != NULL;
+  }
+  long grown = rss_kib() - before;
+  CHECK(reused > AGAIN_N / 2, "only %d of %d new blocks are in the SuperSlabs of the thread that exited", reused,
+        AGAIN_N);
+  CHECK(grown < 4096, "%d KiB of new blocks grew RSS by %ld KiB after an exited thread's %d KiB were freed",
+        AGAIN_N * AGAIN_SIZE / 1024, grown, EXITED_N * EXITED_SIZE / 1024);
+  for (int i = 0; i < AGAIN_N; i++) free(again[i]);
+  hak_option_set(hak_option_purge_delay_ms, delay);
+  hak_trim();   /* no deadline of the long delay left for the tests after */
+}
+
 static void test_large(void) {
   char *a = malloc(3u << 20);
   volatile uintptr_t a_map = (uintptr_t)a & ~(uintptr_t)HAK_SS_MASK;   /* not a use after free for gcc */
@@ -1071,6 +1119,7 @@ int main(void) {
   test_release();
   test_span();
   test_span_burst();
+  test_exited_superslabs();
   test_large();
   test_large_moves();
   test_bigcache_expiry();
