@@ -83,25 +83,37 @@ static void inbox_push(hak_heap_t *owner, unsigned cls, void **head, void **tail
     hak_purger_notify();   /* its thread may sleep: the purger takes the inbox (hak_heap_collect_sleeping) */
 }
 
-/* List block p as the k-th address of container c. */
-HAK_INLINE void batch_list(void **c, uint32_t k, void *p) { c[3 + k] = (void *)hak_link_encode(p, &c[3 + k]); }
+/* Addresses stored in the newest container of batch b, and blocks in b. */
+HAK_INLINE uint32_t batch_in_head(const hak_remote_batch_t *b) { return b->head ? (uint32_t)(b->slot - (b->head + 3)) : 0; }
+HAK_INLINE uint32_t batch_blocks(const hak_remote_batch_t *b) { return b->count + batch_in_head(b); }
 
-/* Start a new container p in front of the batch's chain. */
+/* Store block p's address at the newest container's next slot. */
+HAK_INLINE void batch_store(hak_remote_batch_t *b, void *p) {
+  void **at = b->slot;
+  *at = (void *)hak_link_encode(p, at);
+  b->slot = at + 1;
+}
+
+/* Start a new container p in front of the batch's chain; free's fast path
+ * may store addresses in it up to its room, and as far as the batch stays
+ * below its limit. */
 static void batch_open(hak_remote_batch_t *b, unsigned cls, void **p) {
-  if (b->head && hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)b->in_head;
+  uint32_t in_head = batch_in_head(b);
+  if (b->head && hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)in_head;
+  b->count += in_head + 1;
   p[0] = (void *)hak_link_encode(b->head, p);
   if (!b->head) b->tail = p;
   b->head = p;
-  b->in_head = 0;
+  uint32_t more = b->count + 1 < b->limit ? b->limit - 1 - b->count : 0;
+  b->slot = p + 3;
+  b->slot_end = b->slot + (more < b->room ? more : b->room);
 }
 
 static void batch_flush(hak_remote_batch_t *b, unsigned cls) {
-  if (!b->count) return;
-  if (hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)b->in_head;
+  if (!b->head) return;
+  if (hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)batch_in_head(b);
   inbox_push(b->owner, cls, b->head, b->tail);
-  b->owner = NULL;
-  b->head = b->tail = NULL;
-  b->count = 0;
+  *b = (hak_remote_batch_t){.limit = b->limit, .room = b->room};
 }
 
 void hak_remote_flush_all(hak_heap_t *h) {
@@ -127,45 +139,45 @@ static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab
   }
 }
 
-/* Add p to batch b when it takes a new container, a new owner or a flush. */
-static HAK_NOINLINE void batch_add(hak_remote_batch_t *b, unsigned cls, hak_heap_t *owner, void **p) {
+/* What free's fast path below leaves: a sampled block (the profiler's heap
+ * owns it; no batch has that owner), a thread without a heap (the empty
+ * heap's batches have none), another owner, a full container, the batch's
+ * limit. */
+static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s, hak_heap_t *owner) {
+  if (HAK_UNLIKELY(owner == hak_prof_heap)) {   /* NULL while profiling is off */
+    hak_prof_free(p);
+    return;
+  }
+  if (HAK_UNLIKELY(h == &hak_heap_empty)) {
+    free_remote_no_heap(p, hak_ss_of(p), s);
+    return;
+  }
+  unsigned cls = s->cls;
+  hak_remote_batch_t *b = &h->outgoing[cls];
   if (b->owner != owner) {
     batch_flush(b, cls);
     b->owner = owner;
   }
-  if (b->head && b->in_head < b->room) batch_list(b->head, b->in_head++, p);
+  if (b->head && b->slot < b->head + 3 + b->room) batch_store(b, p);
   else batch_open(b, cls, p);
-  if (++b->count >= b->limit) batch_flush(b, cls);
+  if (batch_blocks(b) >= b->limit) batch_flush(b, cls);
 }
 
 /* A block of a slab owned by another heap (or by an exited thread's heap):
  * add it to this thread's batch for that heap and class. The SuperSlab's
  * owner is stable while the block is in use, and heaps are never unmapped.
- * A batch with an owner has a container; the common case, one more address
- * in it, needs no stack frame. */
+ * The common case, one more address in the batch's newest container, is
+ * an owner compare and a slot compare, with no stack frame. */
 HAK_NOINLINE void hak_free_remote(void *p, hak_slab_t *s) {
-  hak_superslab_t *ss = hak_ss_of(p);
-  hak_heap_t *owner = ss->owner;
-  if (HAK_UNLIKELY(owner == hak_prof_heap)) {   /* a sampled block (NULL while profiling is off) */
-    hak_prof_free(p);
-    return;
-  }
-  unsigned cls = s->cls;
+  hak_heap_t *owner = hak_ss_of(p)->owner;
   hak_heap_t *h = hak_tls_heap;
-  if (HAK_UNLIKELY(h == &hak_heap_empty)) {
-    free_remote_no_heap(p, ss, s);
-    return;
-  }
-  hak_remote_batch_t *b = &h->outgoing[cls];
+  hak_remote_batch_t *b = &h->outgoing[s->cls];
   HAK_PIN(b);
-  uint32_t k = b->in_head;
-  if (HAK_LIKELY(b->owner == owner && k < b->room && b->count + 1 < b->limit)) {
-    batch_list(b->head, k, p);
-    b->in_head = k + 1;
-    b->count++;
+  if (HAK_LIKELY(b->owner == owner && b->slot < b->slot_end)) {
+    batch_store(b, p);
     return;
   }
-  batch_add(b, cls, owner, p);
+  free_remote_slow(h, p, s, owner);
 }
 
 /* Usable size of p if it is a block of a slab in use or a large block

@@ -248,9 +248,10 @@ typedef struct hak_class_counters_s { HAK_HEAP_CLASS_COUNTERS(HAK_COUNTER_FIELD_
 #define HAK_BATCH_COUNTED 32
 typedef struct hak_remote_batch_s {
   struct hak_heap_s *owner;
+  void   **slot;           /* where the newest container's next address goes (word 3 + addresses in it) */
+  void   **slot_end;       /* free's fast path stores below it: the container's room or the batch's limit ends there */
   void   **head, **tail;   /* newest and oldest container */
-  uint32_t count;          /* blocks in the batch */
-  uint32_t in_head;        /* addresses stored in the newest container */
+  uint32_t count;          /* blocks in the batch but the addresses in the newest container */
   uint32_t limit;          /* blocks: a quarter of the class's cache capacity, at least 1 */
   uint32_t room;           /* addresses a container holds */
 } hak_remote_batch_t;
