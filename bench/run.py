@@ -92,6 +92,7 @@ def summarize(runs):
         "median": bl.median(figs) if figs else None,
         "min": min(figs) if figs else None,
         "max": max(figs) if figs else None,
+        "by_round": [r["figure"] if r.get("ok") else None for r in runs],
         "wall_s_median": bl.median([r["wall_s"] for r in ok]) if ok else None,
         "maxrss_kib": rss,
         "rss_kib_median": bl.median(rss) if rss else None,
@@ -111,6 +112,40 @@ def ratio(a, b):
 
 def fmt_ratio(x):
     return "-" if x is None else "%.2f×" % x
+
+
+def paired_table(results, names, wl_meta, ours="hakmem"):
+    """Lines comparing `ours` with the fastest other allocator of each workload
+    round by round: rounds run every allocator in turn within a few seconds,
+    so the ratio of one round's figures shares the host's state of that
+    moment, which medians taken apart do not (this host's speed swings by
+    10-25% for seconds at a time)."""
+    if ours not in names or len(names) < 2:
+        return []
+    rows, geo = [], []
+    for w, *_ in wl_meta:
+        if w not in results or results[w][ours]["failed"]:
+            continue
+        peers = [a for a in names if a != ours and not results[w][a]["failed"] and results[w][a]["median"]]
+        if not peers:
+            continue
+        best = max(peers, key=lambda a: results[w][a]["median"])
+        pairs = [x / y for x, y in zip(results[w][ours]["by_round"], results[w][best]["by_round"])
+                 if x is not None and y]
+        if not pairs:
+            continue
+        med = bl.median(pairs)
+        geo.append(med)
+        rows.append("| %s | %s | %.3f | %.2f – %.2f | %d of %d |" % (
+            w, best, med, min(pairs), max(pairs), sum(x >= 1 for x in pairs), len(pairs)))
+    if not rows:
+        return []
+    return ["", "### %s against the fastest other allocator, round by round" % ours, "",
+            "Median of the rounds' ratios of throughput (each round's two runs a few seconds "
+            "apart); the fastest is the one of highest median.", "",
+            "| workload | fastest other | median ratio | range | rounds ahead |",
+            "|---|---|---:|---:|---:|"] + rows + [
+            "| **geomean** | | %.3f | | |" % bl.geomean(geo)]
 
 
 def make_tables(results, allocs, base, wl_meta):
@@ -152,6 +187,7 @@ def make_tables(results, allocs, base, wl_meta):
         return cell
 
     lines.append("| **geomean** | " + " | ".join(geo_cell(a) for a in names) + " |")
+    lines += paired_table(results, names, wl_meta)
     lines.append("")
     lines.append("### Details")
     lines.append("")
