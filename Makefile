@@ -223,7 +223,7 @@ $(T):
 TESTS_C   := $(filter-out test_secure,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
 SECURE_TESTS := test_secure test_api test_invalid test_stress test_churn test_fork test_large_race test_reclaim
 TESTS_CXX := $(patsubst tests/%.cc,%,$(wildcard tests/test_*.cc))
-SAN_TESTS := test_api test_stress test_churn
+SAN_TESTS := test_api test_stress test_churn test_reclaim
 TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
              $(addprefix $(T)/dyn_,test_api test_stress test_prof) \
              $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
