@@ -234,6 +234,7 @@ def summarize(runs):
     return {"runs": len(runs), "failed": len(runs) - len(ok),
             "errors": [r["error"] for r in runs if not r["ok"]],
             "wall_s": wall, "rss_mib": rss,
+            "wall_s_by_round": [r["wall_s"] if r["ok"] else None for r in runs],
             "wall_s_median": bl.median(wall) if ok else None,
             "rss_mib_median": bl.median(rss) if ok else None,
             "wall_s_min": min(wall) if ok else None, "wall_s_max": max(wall) if ok else None}
@@ -250,9 +251,9 @@ def table(results, progs, names):
     hak = [a for a in names if a.startswith("hakmem")]
     head = ["program"] + names
     for a in hak:
-        head += ["%s ÷ fastest peer" % a, "%s RSS ÷ smallest peer's" % a]
+        head += ["%s ÷ fastest peer" % a, "%s RSS ÷ smallest peer's" % a, "%s ÷ that peer, round by round" % a]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
-    ratios = {a: ([], []) for a in hak}
+    ratios = {a: ([], [], []) for a in hak}
     for p in progs:
         cells = results.get(p["name"])
         if cells is None:
@@ -271,6 +272,14 @@ def table(results, progs, names):
                     row.append("%.2f× (%s)" % (x, peer))
                 else:
                     row.append("-")
+            peer, _ = fastest_peer(cells, "wall_s_median")
+            pairs = [x / y for x, y in zip(cells[a]["wall_s_by_round"], cells[peer]["wall_s_by_round"])
+                     if x is not None and y] if peer else []
+            if pairs:
+                ratios[a][2].append(bl.median(pairs))
+                row.append("%.2f× (%.2f–%.2f)" % (bl.median(pairs), min(pairs), max(pairs)))
+            else:
+                row.append("-")
         lines.append("| " + " | ".join(row) + " |")
     if hak:
         row = ["**geomean**"] + [""] * len(names)
@@ -384,7 +393,10 @@ def main():
              "every descendant it waited for (perl's children, git's subprocesses, g++'s "
              "cc1plus and as), not their sum. A run is **FAIL** if it exits non-zero, "
              "crashes, times out or its output differs from the reference run's under glibc. "
-             "*fastest peer* / *smallest peer's*: the lowest median among %s." % (
+             "*fastest peer* / *smallest peer's*: the lowest median among %s. *Round by "
+             "round*: the median (and range) of each round's ratio of hakmem's time to the "
+             "fastest peer's; a round runs every allocator within seconds, so its two runs "
+             "share the host's state of that moment, which medians taken apart do not." % (
                  ", ".join(bl.PEERS)), ""]
     prog_lines = ["", "### Programs", "", "| program | command | does | checked |",
                   "|---|---|---|---|"]
