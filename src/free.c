@@ -96,10 +96,10 @@ HAK_INLINE void batch_store(hak_remote_batch_t *b, void *p) {
 
 /* Start a new container p in front of the batch's chain; free's fast path
  * may store addresses in it up to its room, and as far as the batch stays
- * below its limit. */
-static void batch_open(hak_remote_batch_t *b, unsigned cls, void **p) {
+ * below its limit. counted: the class's containers have a count. */
+HAK_INLINE void batch_open(hak_remote_batch_t *b, bool counted, void **p) {
   uint32_t in_head = batch_in_head(b);
-  if (b->head && hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)in_head;
+  if (b->head && counted) b->head[2] = (void *)(uintptr_t)in_head;
   b->count += in_head + 1;
   p[0] = (void *)hak_link_encode(b->head, p);
   if (!b->head) b->tail = p;
@@ -141,7 +141,7 @@ static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab
 
 /* What free's fast path below leaves: a sampled block (the profiler's heap
  * owns it; no batch has that owner), a thread without a heap (the empty
- * heap's batches have none), another owner, a full container, the batch's
+ * heap's batches have none), another owner, a batch that reaches its
  * limit. */
 static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s, hak_heap_t *owner) {
   if (HAK_UNLIKELY(owner == hak_prof_heap)) {   /* NULL while profiling is off */
@@ -159,7 +159,7 @@ static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s,
     b->owner = owner;
   }
   if (b->head && b->slot < b->head + 3 + b->room) batch_store(b, p);
-  else batch_open(b, cls, p);
+  else batch_open(b, hak_batch_counted(cls), p);
   if (batch_blocks(b) >= b->limit) batch_flush(b, cls);
 }
 
@@ -167,15 +167,24 @@ static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s,
  * add it to this thread's batch for that heap and class. The SuperSlab's
  * owner is stable while the block is in use, and heaps are never unmapped.
  * The common case, one more address in the batch's newest container, is
- * an owner compare and a slot compare, with no stack frame. */
+ * an owner compare and a slot compare; the next, p as a new container of a
+ * batch that stays below its limit, makes no call either, so neither has a
+ * stack frame. (There the limit is 2 or more, so a class's containers have
+ * a count exactly when they have room.) */
 HAK_NOINLINE void hak_free_remote(void *p, hak_slab_t *s) {
   hak_heap_t *owner = hak_ss_of(p)->owner;
   hak_heap_t *h = hak_tls_heap;
   hak_remote_batch_t *b = &h->outgoing[s->cls];
   HAK_PIN(b);
-  if (HAK_LIKELY(b->owner == owner && b->slot < b->slot_end)) {
-    batch_store(b, p);
-    return;
+  if (HAK_LIKELY(b->owner == owner)) {
+    if (HAK_LIKELY(b->slot < b->slot_end)) {
+      batch_store(b, p);
+      return;
+    }
+    if (batch_blocks(b) + 1 < b->limit) {   /* the newest container is full */
+      batch_open(b, b->room != 0, p);
+      return;
+    }
   }
   free_remote_slow(h, p, s, owner);
 }
