@@ -380,6 +380,12 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def round_ratios(ours, theirs):
+    """Each round's ratio of two allocators' figures (lists by round, None for
+    a failed run), the rounds where both ran."""
+    return [x / y for x, y in zip(ours, theirs) if x is not None and y]
+
+
 def geomean(xs):
     xs = [x for x in xs if x and x > 0 and not math.isnan(x)]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")

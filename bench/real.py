@@ -273,8 +273,7 @@ def table(results, progs, names):
                 else:
                     row.append("-")
             peer, _ = fastest_peer(cells, "wall_s_median")
-            pairs = [x / y for x, y in zip(cells[a]["wall_s_by_round"], cells[peer]["wall_s_by_round"])
-                     if x is not None and y] if peer else []
+            pairs = bl.round_ratios(cells[a]["wall_s_by_round"], cells[peer]["wall_s_by_round"]) if peer else []
             if pairs:
                 ratios[a][2].append(bl.median(pairs))
                 row.append("%.2f× (%.2f–%.2f)" % (bl.median(pairs), min(pairs), max(pairs)))

@@ -130,8 +130,7 @@ def paired_table(results, names, wl_meta, ours="hakmem"):
         if not peers:
             continue
         best = max(peers, key=lambda a: results[w][a]["median"])
-        pairs = [x / y for x, y in zip(results[w][ours]["by_round"], results[w][best]["by_round"])
-                 if x is not None and y]
+        pairs = bl.round_ratios(results[w][ours]["by_round"], results[w][best]["by_round"])
         if not pairs:
             continue
         med = bl.median(pairs)

@@ -380,10 +380,11 @@ hak_heap_t *hak_heap_borrow(void) {
 /* Leave a borrowed heap abandoned again; other threads' release ticks trim
  * it after the purge delay if no new thread adopts it first. */
 void hak_heap_give_back(hak_heap_t *h) {
-  atomic_store_explicit(&h->left_at, hak_os_now_ms(), memory_order_relaxed);
+  uint64_t now = hak_os_now_ms();
+  atomic_store_explicit(&h->left_at, now, memory_order_relaxed);
   atomic_store(&h->state, HAK_HEAP_ABANDONED);
   hak_heap_reclaim_hint();
-  hak_release_abandoned_due(hak_os_now_ms() + (uint64_t)hak_opt(hak_option_purge_delay_ms));
+  hak_release_abandoned_due(now + (uint64_t)hak_opt(hak_option_purge_delay_ms));
 }
 
 /* Return what the heap holds and does not use: cached blocks and the inbox

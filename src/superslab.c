@@ -105,14 +105,6 @@ static uint32_t run_starts(uint32_t avail, unsigned units, bool tiny) {
   return m;
 }
 
-/* Pages of units u .. u + units - 1 that were touched and not decommitted
- * since (dirty units only). */
-static unsigned run_pages(const hak_superslab_t *ss, unsigned u, unsigned units, uint32_t dirty) {
-  unsigned pages = 0;
-  for (uint32_t d = dirty & span_mask(u, units); d; d &= d - 1) pages += ss->touched[__builtin_ctz(d)];
-  return pages;
-}
-
 /* Of the run starts m (run_starts) for a slab of class cls, the first unit
  * of the run to take, or -1. With same_class, only a run that last held a slab of cls
  * and whose pages may still be resident (dirty): the blocks it hands out
@@ -153,9 +145,12 @@ static int find_span(const hak_superslab_t *ss, uint32_t m, uint32_t dirty, unsi
   return best;
 }
 
-/* May at least half the pages of the run at u be resident? */
+/* May at least half the pages of the run at u be resident: touched, on
+ * units not decommitted since (dirty)? */
 static bool run_warm(const hak_superslab_t *ss, unsigned u, unsigned units, uint32_t dirty) {
-  return run_pages(ss, u, units, dirty) * 2 >= units * (HAK_UNIT_SIZE / HAK_PAGE_BYTES);
+  unsigned pages = 0;
+  for (uint32_t d = dirty & span_mask(u, units); d; d &= d - 1) pages += ss->touched[__builtin_ctz(d)];
+  return pages * 2 >= units * (HAK_UNIT_SIZE / HAK_PAGE_BYTES);
 }
 
 /* Which runs claim_span takes: one that last held the class and may still
