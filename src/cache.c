@@ -26,32 +26,86 @@ static void slab_accept(hak_slab_t *s, uint32_t first, uint32_t end) {
   }
 }
 
-/* The block after p on slab s's free list, p leaving it. The secure build
- * checks p's words (a link to a carved block of s, the mark) and leaves p
- * as a block of a cache (hak_block_set_free). */
-static void *slab_next(hak_slab_t *s, void *p) {
-  uintptr_t *w = p;
-  void *next = hak_link_decode(w[0], p);
-  if (HAK_SECURE) {
-    uintptr_t a = (uintptr_t)next;
-    hak_superslab_t *ss = hak_slab_ss(s);
-    if (w[1] != hak_free_mark_at(p) ||
-        (next && (hak_ss_of(next) != ss || hak_slab_of(ss, a) != s || !hak_is_block(hak_unit_of(ss, a), a))))
-      hak_fatal_corrupt("malloc", p);
-    w[0] = hak_link_end(p);
+/* A slab's free list is a chain of containers, as a remote-free batch is
+ * (types.h): free blocks that hold the link to the next container (word 0),
+ * their mark (word 1), a count k (word 2) and the addresses of k more free
+ * blocks of the slab (words 3 ...). A flush writes a container's lines for
+ * a run of blocks, not a link into each block, and a refill reads them:
+ * the blocks listed stay untouched until malloc hands them out. A class
+ * whose blocks are under HAK_BATCH_COUNTED bytes has no count: its
+ * containers list nothing, a plain chain. */
+
+/* Secure build: stop unless p, a link or an address that container c of
+ * slab s holds, is a block of s, and (listed) a free one. */
+static void container_check(hak_slab_t *s, void **c, void *p, bool listed) {
+  hak_superslab_t *ss = hak_slab_ss(s);
+  uintptr_t a = (uintptr_t)p;
+  if (hak_ss_of(p) != ss || hak_slab_of(ss, a) != s || !hak_is_block(hak_unit_of(ss, a), a) ||
+      (listed && ((uintptr_t *)p)[1] != hak_free_mark_at(p)))
+    hak_fatal_corrupt("malloc", c);
+}
+
+/* Give the n free blocks blocks[] of class cls back to their slabs (owner
+ * only), a run of blocks of one unit at a time (a program frees the blocks
+ * it got together together, and a cache hands them out in runs): one
+ * look-up of the slab, one test whether it empties. In a run, the first
+ * block becomes a container listing as many of the next ones as it holds,
+ * and so on. A slab that empties is released, one that was full goes to
+ * the warm pool. */
+void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n) {
+  uint32_t room = hak_container_room(cls);
+  void **end = blocks + n;
+  for (void **b = blocks; b < end;) {
+    uintptr_t unit = (uintptr_t)*b >> HAK_UNIT_SHIFT;
+    hak_slab_t *s = hak_slab_of(hak_ss_of(*b), (uintptr_t)*b);
+    void **head = s->free, **first = b;
+    do {
+      void **c = *b++, **at = c + 3;
+      void **to = (uint32_t)(end - b) < room ? end : b + room;
+      hak_block_check_free(c, "free");
+      for (; b < to && (uintptr_t)*b >> HAK_UNIT_SHIFT == unit; b++, at++) {
+        hak_block_check_free(*b, "free");
+        *at = (void *)hak_link_encode(*b, at);
+      }
+      if (room) c[2] = (void *)(uintptr_t)(at - (c + 3));
+      c[0] = (void *)hak_link_encode(head, c);
+      head = c;
+    } while (b < end && (uintptr_t)*b >> HAK_UNIT_SHIFT == unit);
+    s->free = head;
+    HAK_COUNT(h->counters[cls].used_blocks, -(int64_t)(b - first));
+    s->used = (uint16_t)(s->used - (b - first));
+    if (HAK_UNLIKELY(s->used == 0 || s->in_full)) hak_slab_put_moved(h, s);
   }
-  return next;
 }
 
 /* Move up to want free blocks of slab s into out[]: freed blocks first, then
  * never-used ones from the uncarved tail (lowest address on top), so that a
- * slab's untouched pages stay untouched while it has blocks to reuse. */
+ * slab's untouched pages stay untouched while it has blocks to reuse. A
+ * container gives the addresses it lists from its last, and itself when it
+ * lists no more (the secure build leaves it as a block of a cache). */
 static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t want) {
   uint32_t n = 0;
+  bool counted = hak_batch_counted(s->cls);
   while (n < want && s->free) {
-    void *p = s->free;
-    s->free = slab_next(s, p);
-    out[n++] = p;
+    void **c = s->free;
+    uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
+    void **next = hak_link_decode((uintptr_t)c[0], c);
+    if (HAK_SECURE && (((uintptr_t *)c)[1] != hak_free_mark_at(c) || k > hak_container_room(s->cls)))
+      hak_fatal_corrupt("malloc", c);
+    if (HAK_SECURE && next) container_check(s, c, next, false);
+    uint32_t t = k < want - n ? k : want - n;
+    for (uint32_t i = k - t; i < k; i++) {
+      void *p = hak_link_decode((uintptr_t)c[3 + i], &c[3 + i]);
+      if (HAK_SECURE) container_check(s, c, p, true);
+      out[n++] = p;
+    }
+    if (n == want) {   /* c stays, listing the rest */
+      if (counted) c[2] = (void *)(uintptr_t)(k - t);
+      break;
+    }
+    s->free = next;
+    if (HAK_SECURE) c[0] = (void *)hak_link_end(c);
+    out[n++] = c;
   }
   if (n < want && s->carved < s->capacity) {
     uint32_t k = (uint32_t)s->capacity - s->carved;
@@ -183,27 +237,10 @@ HAK_NOINLINE void *hak_malloc_slow(size_t size) {
   return hak_malloc_class(hak_class_of(size), size);
 }
 
-/* Return the n oldest (bottom) blocks of a class's cache to their slabs.
- * A run of blocks of one unit (a program frees the blocks it got together
- * together, and a cache hands them out in runs) is linked among itself and
- * joins its slab's list at once: one look-up of the slab, one test whether
- * it empties. */
+/* Return the n oldest (bottom) blocks of a class's cache to their slabs. */
 void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
   hak_ucache_t *c = &h->cache[cls];
-  for (uint32_t i = 0; i < n;) {
-    void *tail = c->items[i], *head = tail;
-    hak_slab_t *s = hak_slab_of(hak_ss_of(tail), (uintptr_t)tail);
-    uint32_t k = 1;
-    hak_block_check_free(tail, "free");
-    for (; i + k < n && ((uintptr_t)c->items[i + k] ^ (uintptr_t)tail) >> HAK_UNIT_SHIFT == 0; k++) {
-      void *p = c->items[i + k];
-      hak_block_check_free(p, "free");
-      *(uintptr_t *)p = hak_link_encode(head, p);
-      head = p;
-    }
-    hak_slab_put_chain(h, s, head, tail, k);
-    i += k;
-  }
+  hak_slab_put_runs(h, cls, c->items, n);
   memmove(c->items, c->items + n, (hak_cache_count(c) - n) * sizeof(void *));
   c->top -= n;
   HAK_COUNT(h->counters[cls].flushes, n != 0);

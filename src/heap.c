@@ -125,10 +125,9 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t 
       n += k + 1;
     }
     if (HAK_SECURE) c[0] = (void *)hak_link_end(c);   /* a free block of a cache */
-    for (uint32_t i = k; i > 0; i--) {
-      if (at) out[--at] = c[2 + i];
-      else hak_slab_put_local(h, c[2 + i]);
-    }
+    uint32_t i = k;
+    for (; i > 0 && at; i--) out[--at] = c[2 + i];
+    if (i) hak_slab_put_runs(h, cls, c + 3, i);   /* the oldest i it lists */
     if (at) out[--at] = c;
     else hak_slab_put_local(h, c);
   }

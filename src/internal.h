@@ -132,6 +132,7 @@ void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size);   /* the same, fro
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
+void  hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n);   /* free blocks of h's slabs */
 void  hak_cache_shrink(hak_heap_t *h, unsigned cls);   /* an empty cache back to first items */
 void  hak_cache_return(hak_heap_t *h, unsigned cls);   /* all its blocks (counted ones too) to the slabs, first items */
 /* Where a heap keeps a class's cache items (heap.c): its first room, or
@@ -236,6 +237,11 @@ size_t hak_bigcache_bytes(void);
 /* Whether a remote-free container of class cls has room for its count
  * (types.h, hak_remote_batch_t). */
 HAK_INLINE bool hak_batch_counted(unsigned cls) { return hak_class_size[cls] >= HAK_BATCH_COUNTED; }
+/* Addresses a free block of class cls lists as a container of a slab's
+ * free list (cache.c): 0 when it has no count. */
+HAK_INLINE uint32_t hak_container_room(unsigned cls) {
+  return hak_batch_counted(cls) ? hak_class_size[cls] / sizeof(void *) - 3 : 0;
+}
 void hak_free_slow(void *p);
 void hak_free_other(const void *p);
 void hak_free_remote(void *p, hak_slab_t *s);
@@ -417,17 +423,6 @@ HAK_INLINE void hak_block_check_free(const void *p, const char *fn) {
   const uintptr_t *w = (const uintptr_t *)p;
   if (HAK_SECURE && HAK_UNLIKELY((w[0] ^ hak_link_end(p)) | (w[1] ^ hak_free_mark_at(p))))
     hak_fatal_corrupt(fn, p);
-}
-
-/* Give n free blocks of slab s back to it (owner only): head, whose link
- * leads through the others to tail, whose link is not set yet. A slab that
- * empties is released, one that was full goes to the warm pool. */
-HAK_INLINE void hak_slab_put_chain(hak_heap_t *h, hak_slab_t *s, void *head, void *tail, uint32_t n) {
-  *(uintptr_t *)tail = hak_link_encode(s->free, tail);
-  s->free = head;
-  HAK_COUNT(h->counters[s->cls].used_blocks, -(int64_t)n);
-  s->used = (uint16_t)(s->used - n);
-  if (HAK_UNLIKELY(s->used == 0 || s->in_full)) hak_slab_put_moved(h, s);
 }
 
 HAK_INLINE uint32_t hak_cache_count(const hak_ucache_t *c) { return (uint32_t)(c->top - c->items); }

@@ -316,7 +316,7 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   hak_release_schedule(h, ss);
 }
 
-/* Slab s got blocks back (hak_slab_put_chain) and is empty, or was full. */
+/* Slab s got blocks back (hak_slab_put_runs) and is empty, or was full. */
 void hak_slab_put_moved(hak_heap_t *h, hak_slab_t *s) {
   if (s->used == 0) {
     hak_slab_release(h, s);
@@ -328,7 +328,4 @@ void hak_slab_put_moved(hak_heap_t *h, hak_slab_t *s) {
 }
 
 /* Give a block freed by its owner back to its slab. */
-void hak_slab_put_local(hak_heap_t *h, void *p) {
-  hak_block_check_free(p, "free");
-  hak_slab_put_chain(h, hak_slab_of(hak_ss_of(p), (uintptr_t)p), p, p, 1);
-}
+void hak_slab_put_local(hak_heap_t *h, void *p) { hak_slab_put_runs(h, hak_unit_of(hak_ss_of(p), (uintptr_t)p)->cls, &p, 1); }

@@ -255,6 +255,20 @@ static void uaf_write_list_link(void) {
   _exit(6);
 }
 
+/* A container of a slab's free list (cache.c): the first address it lists
+ * replaced by a live block's, encoded as the list encodes it. */
+static void uaf_write_list_container(void) {
+  void *keep, *p[300];
+  if (!freed_to_slab_lists(&keep, p, 300, 80)) _exit(6);
+  void **c = hak_slab_of(hak_ss_of(keep), (uintptr_t)keep)->free;
+  while (c && !(uintptr_t)c[2]) c = hak_link_decode((uintptr_t)c[0], c);
+  if (!c) _exit(6);
+  report(c);
+  ((void *volatile *)c)[3] = (void *)hak_link_encode(keep, &c[3]);
+  for (int i = 0; i < 300; i++) opaque(T_malloc(80));
+  _exit(6);
+}
+
 /* A remote free's batch: its container's first listed address replaced by
  * a live block's. */
 static void *free_all_in_thread(void *arg) {
@@ -309,6 +323,7 @@ static const struct invalid_case cases[] = {
     {"use after free: a write over the free mark", CORRUPTED, uaf_write_mark},
     {"overflow into the next block, free", CORRUPTED, overflow_into_free},
     {"use after free: a free-list link made a live block's address", CORRUPTED, uaf_write_list_link},
+    {"use after free: a free-list container made to list a live block", CORRUPTED, uaf_write_list_container},
     {"use after free: a remote-free batch made to list a live block", CORRUPTED, uaf_write_remote_batch},
 #endif
 };

@@ -176,17 +176,22 @@ static void test_superslab_placement(void) {
         (size_t)((hi - lo) >> HAK_SS_SHIFT));
 }
 
-/* Freed blocks on a slab's free list hold no address of their slab. */
+/* Freed blocks on a slab's free list hold no address of their slab: not
+ * in their link, nor (a container, cache.c) in the addresses they list. */
 static void test_encoded_links(void) {
   void *keep, *p[300];
-  int listed = freed_to_slab_lists(&keep, p, 300, 80), raw = 0;
+  int listed = freed_to_slab_lists(&keep, p, 300, 80), raw = 0, addresses = 0, raw_addresses = 0;
   uintptr_t ss = (uintptr_t)keep & ~(uintptr_t)HAK_SS_MASK;
   for (int i = 0; i < listed; i++) {
     uintptr_t w = *(volatile uintptr_t *)opaque(p[i]);
     raw += w - ss < HAK_SS_SIZE || w == 0;
   }
+  for (void **c = hak_slab_of(hak_ss_of(keep), (uintptr_t)keep)->free; c; c = hak_link_decode((uintptr_t)c[0], c))
+    for (uintptr_t k = 0; k < (uintptr_t)c[2]; k++, addresses++) raw_addresses += (uintptr_t)c[3 + k] - ss < HAK_SS_SIZE;
   CHECK(listed > 0, "no freed block in the kept block's SuperSlab");
   CHECK(raw <= 1, "%d of %d free-list links are plain addresses or NULL", raw, listed);
+  CHECK(addresses > listed / 2, "the free list's containers list %d of %d blocks", addresses, listed);
+  CHECK(raw_addresses == 0, "%d of %d addresses listed are plain", raw_addresses, addresses);
   T_free(keep);
 }
 
