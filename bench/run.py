@@ -280,7 +280,7 @@ def main():
         per = {a: [] for a, _ in allocs}
         t0 = time.monotonic()
         for r in range(runs):
-            for a, lib in allocs:
+            for a, lib in allocs[r % len(allocs):] + allocs[:r % len(allocs)]:
                 if prog in missing_progs:
                     res = {"ok": False, "error": "%s not built" % path, "stderr": ""}
                 else:
@@ -315,7 +315,7 @@ def main():
              "the end (the benchmarks themselves add up to ~1-2)" % (
                  info["date"], elapsed, load_start, load_end),
              "- settings: BENCH_SCALE=%g, BENCH_RUNS=%d (interleaved rounds: every round "
-             "runs each allocator once, in the order %s)" % (
+             "runs each allocator once, in the order %s rotated by one more each round)" % (
                  scale, runs, ", ".join(a for a, _ in allocs)),
              "- allocators: " + ", ".join("%s = `%s`" % (a, p or "libc") for a, p in allocs)]
     if missing:
