@@ -190,19 +190,19 @@ typedef struct hak_slab_link_s {
  * early: the release policy lengthens its delays (release.c). */
 typedef struct hak_superslab_s {
   struct hak_heap_s *owner;
+  struct hak_superslab_s *next, *prev;   /* owning heap's list */
   uint32_t free_units;     /* bit per unit, owner only */
   _Atomic uint32_t aged;   /* dirty units that were dirty at the last deadline already */
   _Atomic uint64_t dirty;  /* see above */
   _Atomic uint64_t purge_at;   /* ms, the dirty units' next deadline (see above), 0: none */
+  _Atomic uint64_t purged_at;  /* ms of the last sweep that decommitted units */
   _Atomic uint32_t purged;     /* units decommitted by a sweep and not taken since */
   uint32_t pad;
-  _Atomic uint64_t purged_at;  /* ms of the last sweep that decommitted units */
   hak_slab_t own_slabs[HAK_UNITS];  /* its units' descriptors outside the arena (hak_ss_slabs) */
-  hak_slab_link_t links[HAK_UNITS];  /* of the slab beginning at each unit */
-  struct hak_superslab_s *next, *prev;   /* owning heap's list */
   uint8_t span_class[HAK_UNITS];   /* 1 + class of the slab that last began at each unit, 0 if none (owner only) */
   uint8_t touched[HAK_UNITS];      /* pages from each unit's start that blocks were carved on since the
                                       unit was last taken clean: what a dirty unit may hold resident (owner only) */
+  hak_slab_link_t links[HAK_UNITS];  /* of the slab beginning at each unit */
 } hak_superslab_t;
 #define HAK_DIRTY(w)    ((uint32_t)(w))
 #define HAK_PURGING(w)  ((uint32_t)((w) >> 32))
@@ -210,6 +210,12 @@ typedef struct hak_superslab_s {
 _Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
 _Static_assert(sizeof(hak_superslab_t) <= HAK_SS_HEADER, "header fits its page");
 _Static_assert(offsetof(hak_superslab_t, own_slabs) == 64, "descriptors start on a cache line");
+/* hak_slab_new reads the first line of every SuperSlab of its heap with
+ * room (its list links, free and dirty units), and of those with a run
+ * that fits, one line more (the units' classes and touched pages). */
+_Static_assert(offsetof(hak_superslab_t, span_class) % 64 == 0 &&
+               offsetof(hak_superslab_t, touched) == offsetof(hak_superslab_t, span_class) + HAK_UNITS,
+               "span_class and touched share a cache line");
 
 /* Unified cache of one class: a stack of free blocks items[0] .. top[-1]
  * with room up to end (pointers, so that each fast path tests and moves the
