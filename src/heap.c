@@ -294,8 +294,8 @@ hak_heap_t *hak_heap_new(bool few_cached) {
     h->cache[c].end = it + cap;
     hak_remote_batch_t *b = &h->outgoing[c];
     b->limit = cap >= 8 ? cap / 4 : 1;
-    uint32_t words = hak_class_size[c] / sizeof(void *);
-    b->room = !hak_batch_counted(c) ? 0 : words - 3 < b->limit - 1 ? words - 3 : b->limit - 1;
+    uint32_t holds = hak_container_room(c);   /* a container of the batch lists fewer than its limit */
+    b->room = holds < b->limit - 1 ? holds : b->limit - 1;
     it += cap;
   }
   h->prof_left = INT64_MAX;   /* no sample: heap profiling off */

@@ -237,8 +237,9 @@ size_t hak_bigcache_bytes(void);
 /* Whether a remote-free container of class cls has room for its count
  * (types.h, hak_remote_batch_t). */
 HAK_INLINE bool hak_batch_counted(unsigned cls) { return hak_class_size[cls] >= HAK_BATCH_COUNTED; }
-/* Addresses a free block of class cls lists as a container of a slab's
- * free list (cache.c): 0 when it has no count. */
+/* Addresses a free block of class cls holds as a container (of a slab's
+ * free list, cache.c, or of a remote-free batch, up to the batch's limit):
+ * 0 when it has no count. */
 HAK_INLINE uint32_t hak_container_room(unsigned cls) {
   return hak_batch_counted(cls) ? hak_class_size[cls] / sizeof(void *) - 3 : 0;
 }
