@@ -271,6 +271,34 @@ static void test_bigcache_budget_large_blocks(void) {
   hak_trim();
 }
 
+/* Profile auto: one block of 20 MiB refused by the 16 MiB budget while
+ * another is mapped anew is enough for the budget to hold 16 blocks of that
+ * size at once, not just the block refused: a program that replaces such
+ * blocks one at a time refuses one per period, and a budget that grew by
+ * that much each time climbed for a second (mimalloc-bench's malloc-large),
+ * each refused block's pages faulting in again meanwhile. */
+static void test_bigcache_budget_one_refusal(void) {
+  hak_option_set(hak_option_profile, HAK_PROFILE_AUTO);
+  hak_option_set(hak_option_bigcache_delay_ms, 5000);
+  struct hak_knob_stats k0 = knob(hak_knob_bigcache_budget);
+  size_t size = (size_t)20 << 20;
+  char *p = malloc(size);
+  escape(p);
+  p[0] = 1;
+  free(p);   /* refused: 20 MiB > 16 MiB */
+  escape(p = malloc(size));   /* mapped anew */
+  p[0] = 2;
+  nap_ms(PERIOD + 10);
+  churn_small();   /* a slow path judges the period */
+  struct hak_knob_stats k1 = knob(hak_knob_bigcache_budget);
+  CHECK(k0.value == 16 << 20 && k1.value >= 16 * size && k1.ups == k0.ups + 1,
+        "one refusal of 20 MiB: budget %llu -> %llu in %llu steps up", k0.value, k1.value, k1.ups - k0.ups);
+  free(p);
+  hak_option_set(hak_option_profile, HAK_PROFILE_DEFAULT);
+  hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_DEFAULT]);
+  hak_trim();
+}
+
 /* The report says what the controller did. */
 static void collect(const char *text, void *arg) {
   char *buf = arg;
@@ -296,6 +324,7 @@ int main(void) {
   test_bigcache_delay_follows_reuse();
   test_bigcache_budget();
   test_bigcache_budget_large_blocks();
+  test_bigcache_budget_one_refusal();
   test_report();
   return test_done("test_ace");
 }
