@@ -113,7 +113,7 @@ static void batch_flush(hak_remote_batch_t *b, unsigned cls) {
   if (!b->head) return;
   if (hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)batch_in_head(b);
   inbox_push(b->owner, cls, b->head, b->tail);
-  *b = (hak_remote_batch_t){.limit = b->limit, .room = b->room};
+  *b = (hak_remote_batch_t){.owner = b->owner, .limit = b->limit, .room = b->room};
 }
 
 void hak_remote_flush_all(hak_heap_t *h) {
