@@ -330,6 +330,17 @@ static void *batch_thread(void *arg) {
   for (uint32_t i = 3; i < 3 + batch.limit; i++) free(batch.blocks[i]);
   n = inbox_blocks(inbox);
   CHECK(n == batch.limit, "a full batch of %u blocks reached the owner as %u", batch.limit, n);
+  /* the flushed batch keeps its owner: the next block for it opens the
+   * next batch (on free's fast path), and stays here */
+  hak_remote_batch_t *b = &hak_heap_get()->outgoing[batch.cls];
+  CHECK(b->owner == batch.owner && !b->head, "after its flush the batch names %p, not its owner %p", (void *)b->owner,
+        (void *)batch.owner);
+  void *next = batch.blocks[3 + batch.limit];
+  free(next);
+  CHECK(b->head == next && inbox_blocks(inbox) == batch.limit, "the block freed after the flush is not the new batch's");
+  hak_trim();
+  n = inbox_blocks(inbox);
+  CHECK(n == batch.limit + 1, "after trim the inbox holds %u blocks, not %u", n, batch.limit + 1);
   return arg;
 }
 
@@ -337,13 +348,13 @@ static void test_remote_batch(void) {
   batch.owner = hak_heap_get();
   batch.cls = hak_class_of(100);
   batch.limit = batch.owner->outgoing[batch.cls].limit;
-  CHECK(batch.limit > 3 && 3 + batch.limit <= 64, "batch limit %u", batch.limit);
+  CHECK(batch.limit > 3 && 4 + batch.limit <= 64, "batch limit %u", batch.limit);
   for (int i = 0; i < 64; i++) batch.blocks[i] = malloc(100);
   pthread_t t;
   pthread_create(&t, NULL, batch_thread, NULL);
   pthread_join(t, NULL);
   hak_heap_collect_all(batch.owner);
-  for (uint32_t i = 3 + batch.limit; i < 64; i++) free(batch.blocks[i]);
+  for (uint32_t i = 4 + batch.limit; i < 64; i++) free(batch.blocks[i]);
 }
 
 static void test_release(void) {
