@@ -125,8 +125,11 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t 
       n += k + 1;
     }
     if (HAK_SECURE) c[0] = (void *)hak_link_end(c);   /* a free block of a cache */
-    uint32_t i = k;
-    for (; i > 0 && at; i--) out[--at] = c[2 + i];
+    uint32_t t = k < at ? k : at, i = k - t;   /* its newest t on top of out[], in order */
+    if (t) {   /* out is NULL with room 0 */
+      memcpy(out + at - t, c + 3 + i, t * sizeof *out);
+      at -= t;
+    }
     if (i) hak_slab_put_runs(h, cls, c + 3, i);   /* the oldest i it lists */
     if (at) out[--at] = c;
     else hak_slab_put_local(h, c);
