@@ -151,7 +151,8 @@ static void budget_room(uint64_t refused, uint64_t refusals) {
  * start). */
 static unsigned doublings_to_hold(uint64_t refused, uint64_t refusals) {
   uint64_t budget = (uint64_t)hak_ace_value(hak_knob_bigcache_budget), want = hak_bigcache_bytes() + refused;
-  if (refusals && refused / refusals * BIGCACHE_BLOCKS > want) want = refused / refusals * BIGCACHE_BLOCKS;
+  uint64_t blocks = refusals ? refused / refusals * BIGCACHE_BLOCKS : 0;
+  if (blocks > want) want = blocks;
   unsigned n = 0;
   for (; refused && budget && n < 8 && budget < want; n++) budget *= 2;
   return n ? n : refused != 0;
