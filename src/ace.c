@@ -134,12 +134,17 @@ static uint64_t taken(hak_ace_sign_t sign) { return atomic_exchange_explicit(&si
  * tcmalloc's). */
 #define BIGCACHE_BLOCKS 16
 
-static void budget_room(uint64_t refused, uint64_t refusals) {
+/* BIGCACHE_BLOCKS blocks of the mean size of those refused in a period. */
+static uint64_t refused_blocks(uint64_t refused, uint64_t refusals) {
+  return refusals ? refused / refusals * BIGCACHE_BLOCKS : 0;
+}
+
+static void budget_room(uint64_t blocks) {
   hak_ace_knob_t *k = &knobs[hak_knob_bigcache_budget];
-  if (!refusals || k->max == k->start) return;   /* a fixed profile's budget stays */
-  uint64_t want = refused / refusals * BIGCACHE_BLOCKS, limit = (uint64_t)hak_option_desc(hak_option_bigcache_budget)->max;
-  if (want > limit) want = limit;
-  if ((long)want > k->max) k->max = (long)want;
+  if (!blocks || k->max == k->start) return;   /* a fixed profile's budget stays */
+  uint64_t limit = (uint64_t)hak_option_desc(hak_option_bigcache_budget)->max;
+  if (blocks > limit) blocks = limit;
+  if ((long)blocks > k->max) k->max = (long)blocks;
 }
 
 /* How many doublings of the BigCache budget would have kept the bytes it
@@ -149,9 +154,8 @@ static void budget_room(uint64_t refused, uint64_t refusals) {
  * mapping whose pages fault in again (malloc-large: its budget took 1.1 s
  * of its 1.7 to climb, 194k page faults against 162k at the top from the
  * start). */
-static unsigned doublings_to_hold(uint64_t refused, uint64_t refusals) {
+static unsigned doublings_to_hold(uint64_t refused, uint64_t blocks) {
   uint64_t budget = (uint64_t)hak_ace_value(hak_knob_bigcache_budget), want = hak_bigcache_bytes() + refused;
-  uint64_t blocks = refusals ? refused / refusals * BIGCACHE_BLOCKS : 0;
   if (blocks > want) want = blocks;
   unsigned n = 0;
   for (; refused && budget && n < 8 && budget < want; n++) budget *= 2;
@@ -170,14 +174,14 @@ static unsigned doublings_to_hold(uint64_t refused, uint64_t refusals) {
 static void judge(uint64_t now) {
   uint64_t retaken = taken(HAK_ACE_RETAKEN), expired_missed = taken(HAK_ACE_EXPIRED_MISSED);
   uint64_t refused = taken(HAK_ACE_BIGCACHE_REFUSED), missed = taken(HAK_ACE_BIGCACHE_MISSED);
-  uint64_t refusals = taken(HAK_ACE_BIGCACHE_REFUSALS);
+  uint64_t blocks = refused_blocks(refused, taken(HAK_ACE_BIGCACHE_REFUSALS));
   uint64_t purge = (uint64_t)hak_ace_value(hak_knob_purge_delay_ms);
   uint64_t big = (uint64_t)hak_ace_value(hak_knob_bigcache_delay_ms);
   bool expired_early = expired_missed && expired_missed * EXPIRED_SHARE >= hak_bigcache_bytes();
   hak_ace_knob_step(&knobs[hak_knob_purge_delay_ms], now, retaken != 0, purge, purge);
   hak_ace_knob_step(&knobs[hak_knob_bigcache_delay_ms], now, expired_early, big, big);
-  if (missed) budget_room(refused, refusals);
-  hak_ace_knob_step(&knobs[hak_knob_bigcache_budget], now, missed ? doublings_to_hold(refused, refusals) : 0, PERIOD_MS, big);
+  if (missed) budget_room(blocks);
+  hak_ace_knob_step(&knobs[hak_knob_bigcache_budget], now, missed ? doublings_to_hold(refused, blocks) : 0, PERIOD_MS, big);
   atomic_fetch_add_explicit(&periods, 1, memory_order_relaxed);
 }
 
