@@ -231,9 +231,11 @@ def summarize(runs):
     ok = [r for r in runs if r["ok"]]
     wall = [r["wall_s"] for r in ok]
     rss = [r["maxrss_kib"] / 1024.0 for r in ok]
+    faults = [r["minflt"] for r in ok]
     return {"runs": len(runs), "failed": len(runs) - len(ok),
             "errors": [r["error"] for r in runs if not r["ok"]],
-            "wall_s": wall, "rss_mib": rss,
+            "wall_s": wall, "rss_mib": rss, "minflt": faults,
+            "minflt_median": bl.median(faults) if ok else None,
             "wall_s_by_round": [r["wall_s"] if r["ok"] else None for r in runs],
             "wall_s_median": bl.median(wall) if ok else None,
             "rss_mib_median": bl.median(rss) if ok else None,
@@ -285,6 +287,24 @@ def table(results, progs, names):
         for a in hak:
             row += ["%.2f×" % bl.geomean(r) if r else "-" for r in ratios[a]]
         lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def fault_table(results, progs, names):
+    """Median minor page faults per program and allocator (thousands): a
+    program that maps and touches fresh pages again where another allocator
+    reuses them pays for it here, a cost its time alone does not explain."""
+    lines = ["", "### Page faults", "",
+             "Median minor page faults (`ru_minflt`, thousands) of the same runs: each one "
+             "a page the kernel mapped and zeroed on first touch.", "",
+             "| program | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for p in progs:
+        cells = results.get(p["name"])
+        if cells is None:
+            continue
+        lines.append("| %s | %s |" % (p["name"], " | ".join(
+            "**FAIL**" if cells[a]["failed"] else "%.1fk" % (cells[a]["minflt_median"] / 1000.0)
+            for a in names)))
     return lines
 
 
@@ -365,8 +385,8 @@ def main():
                                           if k not in ("stdout", "stderr")}
                                          | {"round": rnd + 1,
                                             "stderr": (r.get("stderr") or "")[-500:]})
-                cells.append("%s %s" % (a, "%.2fs %.0fM" % (r["wall_s"], r["maxrss_kib"] / 1024)
-                                        if r["ok"] else "FAIL"))
+                cells.append("%s %s" % (a, "%.2fs %.0fM %.1fk flt" % (
+                    r["wall_s"], r["maxrss_kib"] / 1024, r["minflt"] / 1000.0) if r["ok"] else "FAIL"))
             log("[round %d/%d] %-10s %s" % (rnd + 1, runs, p["name"], "  ".join(cells)))
     elapsed = time.monotonic() - t_start
     load_end = os.getloadavg()[0]
@@ -405,7 +425,7 @@ def main():
             p["name"], cmd.replace(bl.ROOT + os.sep, ""), p["what"], p["checks"]))
     fail_lines = (["", "### Failures", ""] + ["- " + f.replace("\n", "<br>") for f in failures]
                   if failures else [])
-    md = "\n".join(head + tab + prog_lines + fail_lines) + "\n"
+    md = "\n".join(head + tab + fault_table(results, progs, names) + prog_lines + fail_lines) + "\n"
 
     os.makedirs(bl.RESULTS, exist_ok=True)
     with open(os.path.join(bl.RESULTS, suite + ".md"), "w") as f:
