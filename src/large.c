@@ -28,6 +28,7 @@ static size_t large_round(size_t n) { return page_round(hak_round_eighths(n)); }
 /* A mapping of size bytes aligned to align for a large block, and in the
  * secure build a guard page after it (unmapped with it: hak_large_unmap). */
 static void *large_map(size_t size, size_t align) {
+  hak_bigcache_grace_drop();
   char *p = hak_os_map_aligned(size + HAK_GUARD, align);
   if (HAK_SECURE && p) hak_os_guard(p + size, HAK_GUARD);
   return p;
@@ -174,6 +175,7 @@ static void *large_alloc(size_t size, size_t align, bool zero) {
   hak_large_t *hdr = hak_bigcache_take(need);
   if (HAK_STAT) hak_stats_bigcache(hdr != NULL);
   if (hdr && (hdr->map_size < need || hdr->map_size / 2 > map_size)) hdr = large_fit(hdr, map_size);
+  if (!hdr && (hdr = hak_bigcache_take_grace(need)) && hdr->map_size > map_size) hdr = large_fit(hdr, map_size);
   if (hdr) {
     large_set_user(hdr, (char *)hdr + off);
     if (zero) hak_block_zero(hdr->user, size);

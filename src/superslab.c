@@ -65,6 +65,7 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
     atomic_store_explicit(&ss->aged, 0, memory_order_relaxed);
     atomic_store_explicit(&ss->purged, 0, memory_order_relaxed);
   } else {
+    hak_bigcache_grace_drop();   /* new memory: the grace entry's pages go first */
     ss = hak_arena_take();
     if (!ss && !(ss = hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE))) return NULL;
     if (HAK_SECURE) {   /* guard pages after the header and at the end (types.h) */

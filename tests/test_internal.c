@@ -554,8 +554,8 @@ static void test_large(void) {
 
 /* A freed large block stays mapped in the BigCache for BIGCACHE_DELAY_MS
  * (lengthened as the purge delay is, after the tests before this one), then
- * the next slow path unmaps it; blocks above BIGCACHE_MAX_BLOCK are unmapped
- * at once. */
+ * the next slow path unmaps it. A block above BIGCACHE_MAX_BLOCK is the
+ * grace entry (test_bigcache_grace). */
 /* A large block moves its pages, never copies them, however it grew before:
  * grown in place after a move, then moved again (mremap moves one mapping
  * only, so in-place growth must keep the block one mapping). Mappings placed
@@ -609,14 +609,54 @@ static void test_bigcache_expiry(void) {
   hak_option_set(hak_option_bigcache_delay_ms, old_delay);
   hak_option_set(hak_option_bigcache_budget, old_budget);
 
-  long old_max = hak_option_get(hak_option_bigcache_max_block);
-  hak_option_set(hak_option_bigcache_max_block, 1 << 20);
+}
+
+/* The last block the BigCache refuses stays as its grace entry: a smaller
+ * request is cut from it (the rest is the grace entry then), and it goes
+ * to the OS when memory is mapped anew, when the option's delay passes, or
+ * at a trim, whichever comes first. A block freed twice while it waits
+ * there is reported. */
+static void test_bigcache_grace(void) {
+  long old_max = hak_option_get(hak_option_bigcache_max_block), old_delay = hak_option_get(hak_option_bigcache_delay_ms);
+  hak_option_set(hak_option_bigcache_max_block, 1 << 20);   /* every block below is refused */
+  hak_option_set(hak_option_bigcache_delay_ms, 60000);
+  hak_trim();   /* no cached entry serves the requests below */
+  char *big = malloc(24u << 20);
+  uintptr_t big_at = (uintptr_t)big & ~(uintptr_t)HAK_SS_MASK;
+  escape(big);
+  free(big);
+  CHECK(hak_registry_kind(big_at) == HAK_REG_LARGE, "a refused block was not kept as the grace entry");
+  char *a = malloc(5u << 20);
+  CHECK((uintptr_t)a >= big_at && (uintptr_t)a < big_at + (24u << 20), "5 MiB not cut from the 24 MiB grace entry: %p",
+        (void *)a);
+  memset(a, 1, 5u << 20);
+  uintptr_t rest_at = big_at + (((uintptr_t)a + hak_usable_size(a) - big_at + HAK_GUARD + HAK_SS_MASK) &
+                                 ~(uintptr_t)HAK_SS_MASK);   /* past the cut mapping's 2 MiB boundary */
+  CHECK(hak_registry_kind(rest_at) == HAK_REG_LARGE, "the rest of the grace entry was not kept");
+  char *b = malloc(64u << 20);   /* too big for it: a new mapping, the rest goes first */
+  CHECK(b && hak_registry_kind(rest_at) == HAK_REG_FOREIGN, "the grace entry outlived a new mapping");
+  free(a);   /* the grace entry now */
+  uintptr_t a_at = big_at;
+  CHECK(hak_registry_kind(a_at) == HAK_REG_LARGE, "the next refused block did not replace the grace entry");
+  free(b);   /* replaces it */
+  CHECK(hak_registry_kind(a_at) == HAK_REG_FOREIGN, "a replaced grace entry stayed mapped");
+  uintptr_t b_at = (uintptr_t)b & ~(uintptr_t)HAK_SS_MASK;
+  hak_trim();
+  CHECK(hak_registry_kind(b_at) == HAK_REG_FOREIGN, "a trim left the grace entry mapped");
+
+  hak_option_set(hak_option_bigcache_delay_ms, 30);
   char *c = malloc(3u << 20);
-  uintptr_t c_at = (uintptr_t)c;
+  uintptr_t c_at = (uintptr_t)c & ~(uintptr_t)HAK_SS_MASK;
   escape(c);
   free(c);
-  CHECK(hak_registry_kind(c_at) == HAK_REG_FOREIGN, "block above BIGCACHE_MAX_BLOCK was cached");
+  CHECK(hak_registry_kind(c_at) == HAK_REG_LARGE, "a refused block was not kept as the grace entry");
+  for (int waited = 0; waited < 100 && hak_registry_kind(c_at) != HAK_REG_FOREIGN; waited++) {
+    usleep(40000);
+    hak_bigcache_tick();   /* as the large path and the purger do */
+  }
+  CHECK(hak_registry_kind(c_at) == HAK_REG_FOREIGN, "the grace entry outlived BIGCACHE_DELAY_MS");
   hak_option_set(hak_option_bigcache_max_block, old_max);
+  hak_option_set(hak_option_bigcache_delay_ms, old_delay);
 }
 
 /* The BigCache serves a request from a cached mapping of another size
@@ -1134,6 +1174,7 @@ int main(void) {
   test_large();
   test_large_moves();
   test_bigcache_expiry();
+  test_bigcache_grace();
   test_bigcache_fit();
   test_heap_adoption();
 #if defined(__x86_64__)
