@@ -52,7 +52,14 @@ static _Atomic uint64_t expired_at[BINS];   /* ms, when an entry of the bin last
 
 static uint64_t delay(void) { return (uint64_t)hak_ace_value(hak_knob_bigcache_delay_ms); }
 
+/* A slot's value (and the grace entry's): the header, 2 MiB aligned, with
+ * the mapping size in pages in its low bits; and its parts. */
+static uintptr_t slot_value(const hak_large_t *hdr) { return (uintptr_t)hdr | (hdr->map_size >> PAGE_SHIFT); }
 static size_t slot_size(uintptr_t v) { return (v & SIZE_BITS_MASK) << PAGE_SHIFT; }
+static hak_large_t *slot_header(uintptr_t v) { return (hak_large_t *)(v & ~SIZE_BITS_MASK); }
+
+/* hdr freed at now, in ms: nonzero, which large.c reads as freed. */
+static void mark_freed(hak_large_t *hdr, uint64_t now) { hdr->freed_at = now ? now : 1; }
 
 /* Bin of a mapping size in (2^17, 2^32]: the bin whose sizes are the
  * smallest ones at least as large. */
@@ -65,7 +72,7 @@ static hak_large_t *slot_take(unsigned i, uintptr_t v) {
   if (!atomic_compare_exchange_strong(&slots[i], &v, 0)) return NULL;
   atomic_fetch_sub(&cached, 1);
   atomic_fetch_sub(&cached_bytes, slot_size(v));
-  return (hak_large_t *)(v & ~SIZE_BITS_MASK);
+  return slot_header(v);
 }
 
 static void unmap_entry(hak_large_t *hdr) {
@@ -90,10 +97,10 @@ static uint64_t grace_ms(void) { return (uint64_t)hak_opt(hak_option_bigcache_de
 static bool grace_put(hak_large_t *hdr, size_t size) {
   if (size <= HAK_LARGE_MIN || size >> PAGE_SHIFT > SIZE_BITS_MASK) return false;
   uint64_t now = hak_os_now_ms();
-  hdr->freed_at = now ? now : 1;
+  mark_freed(hdr, now);
   atomic_store(&grace_at, now);
-  uintptr_t old = atomic_exchange(&grace, (uintptr_t)hdr | (size >> PAGE_SHIFT));
-  if (old) unmap_entry((hak_large_t *)(old & ~SIZE_BITS_MASK));
+  uintptr_t old = atomic_exchange(&grace, slot_value(hdr));
+  if (old) unmap_entry(slot_header(old));
   expiry_at_most(now + grace_ms());
   hak_purger_notify();
   return true;
@@ -102,13 +109,13 @@ static bool grace_put(hak_large_t *hdr, size_t size) {
 void hak_bigcache_grace_drop(void) {
   if (!atomic_load_explicit(&grace, memory_order_relaxed)) return;
   uintptr_t old = atomic_exchange(&grace, 0);
-  if (old) unmap_entry((hak_large_t *)(old & ~SIZE_BITS_MASK));
+  if (old) unmap_entry(slot_header(old));
 }
 
 hak_large_t *hak_bigcache_take_grace(size_t min_size) {
   uintptr_t v = atomic_load_explicit(&grace, memory_order_relaxed);
   if (!v || slot_size(v) < min_size || !atomic_compare_exchange_strong(&grace, &v, 0)) return NULL;
-  return (hak_large_t *)(v & ~SIZE_BITS_MASK);
+  return slot_header(v);
 }
 
 bool hak_bigcache_put(hak_large_t *hdr) {
@@ -121,8 +128,8 @@ bool hak_bigcache_put(hak_large_t *hdr) {
     return grace_put(hdr, size);
   }
   uint64_t now = hak_os_now_ms();
-  hdr->freed_at = now ? now : 1;
-  uintptr_t v = (uintptr_t)hdr | (size >> PAGE_SHIFT);
+  mark_freed(hdr, now);
+  uintptr_t v = slot_value(hdr);
   unsigned first = bin_of(size) * BIN_SLOTS;
   for (unsigned i = first; i < first + BIN_SLOTS; i++) {
     uintptr_t expected = 0;
@@ -221,7 +228,7 @@ uint64_t hak_bigcache_tick(void) {
   if (g) {
     uint64_t expires = atomic_load(&grace_at) + grace_ms();
     if (expires > now) expiry_at_most(expires);
-    else if (atomic_compare_exchange_strong(&grace, &g, 0)) unmap_entry((hak_large_t *)(g & ~SIZE_BITS_MASK));
+    else if (atomic_compare_exchange_strong(&grace, &g, 0)) unmap_entry(slot_header(g));
   }
   uint64_t delay_ms = delay();
   for (unsigned i = 0; i < SLOTS; i++) {
