@@ -173,9 +173,9 @@ static void *large_alloc(size_t size, size_t align, bool zero) {
   size_t need = off + size;
   size_t map_size = large_round(need);
   hak_large_t *hdr = hak_bigcache_take(need);
-  if (HAK_STAT) hak_stats_bigcache(hdr != NULL);
   if (hdr && (hdr->map_size < need || hdr->map_size / 2 > map_size)) hdr = large_fit(hdr, map_size);
   if (!hdr && (hdr = hak_bigcache_take_grace(need)) && hdr->map_size > map_size) hdr = large_fit(hdr, map_size);
+  if (HAK_STAT) hak_stats_bigcache(hdr != NULL);   /* the grace entry serves as the cache does */
   if (hdr) {
     large_set_user(hdr, (char *)hdr + off);
     if (zero) hak_block_zero(hdr->user, size);

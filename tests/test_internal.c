@@ -626,9 +626,16 @@ static void test_bigcache_grace(void) {
   escape(big);
   free(big);
   CHECK(hak_registry_kind(big_at) == HAK_REG_LARGE, "a refused block was not kept as the grace entry");
+  struct hak_stats st;
+  hak_stats_get(&st);
+  unsigned long long hits = st.bigcache_hits, misses = st.bigcache_misses;
   char *a = malloc(5u << 20);
   CHECK((uintptr_t)a >= big_at && (uintptr_t)a < big_at + (24u << 20), "5 MiB not cut from the 24 MiB grace entry: %p",
         (void *)a);
+  hak_stats_get(&st);
+  CHECK(st.bigcache_hits == hits + 1 && st.bigcache_misses == misses,
+        "the grace entry's block counted as %llu hits, %llu misses (a hit expected)", st.bigcache_hits - hits,
+        st.bigcache_misses - misses);
   memset(a, 1, 5u << 20);
   uintptr_t rest_at = big_at + (((uintptr_t)a + hak_usable_size(a) - big_at + HAK_GUARD + HAK_SS_MASK) &
                                  ~(uintptr_t)HAK_SS_MASK);   /* past the cut mapping's 2 MiB boundary */
