@@ -106,10 +106,11 @@ static bool grace_put(hak_large_t *hdr, size_t size) {
   return true;
 }
 
-void hak_bigcache_grace_drop(void) {
-  if (!atomic_load_explicit(&grace, memory_order_relaxed)) return;
+bool hak_bigcache_grace_drop(void) {
+  if (!atomic_load_explicit(&grace, memory_order_relaxed)) return false;
   uintptr_t old = atomic_exchange(&grace, 0);
   if (old) unmap_entry(slot_header(old));
+  return old != 0;
 }
 
 hak_large_t *hak_bigcache_take_grace(size_t min_size) {
@@ -251,8 +252,7 @@ uint64_t hak_bigcache_tick(void) {
 size_t hak_bigcache_bytes(void) { return atomic_load_explicit(&cached_bytes, memory_order_relaxed); }
 
 int hak_bigcache_drain(void) {
-  int released = atomic_load(&grace) != 0;
-  hak_bigcache_grace_drop();
+  int released = hak_bigcache_grace_drop();
   for (unsigned i = 0; i < SLOTS; i++) {
     uintptr_t v = atomic_load(&slots[i]);
     hak_large_t *hdr = v ? slot_take(i, v) : NULL;

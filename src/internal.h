@@ -232,7 +232,7 @@ bool   hak_bigcache_put(hak_large_t *hdr);
 uint64_t hak_bigcache_tick(void);
 int    hak_bigcache_drain(void);
 hak_large_t *hak_bigcache_take_grace(size_t min_size);   /* the grace entry if it has min_size bytes */
-void   hak_bigcache_grace_drop(void);   /* before memory is mapped anew: the grace entry to the OS */
+bool   hak_bigcache_grace_drop(void);   /* before memory is mapped anew: the grace entry to the OS (true if one was) */
 size_t hak_bigcache_bytes(void);
 
 /* ---- free.c */

@@ -552,10 +552,6 @@ static void test_large(void) {
   for (int i = 0; i < 8; i++) free(live[i]);
 }
 
-/* A freed large block stays mapped in the BigCache for BIGCACHE_DELAY_MS
- * (lengthened as the purge delay is, after the tests before this one), then
- * the next slow path unmaps it. A block above BIGCACHE_MAX_BLOCK is the
- * grace entry (test_bigcache_grace). */
 /* A large block moves its pages, never copies them, however it grew before:
  * grown in place after a move, then moved again (mremap moves one mapping
  * only, so in-place growth must keep the block one mapping). Mappings placed
@@ -592,6 +588,10 @@ static void test_large_moves(void) {
   for (int i = 0; i < forced; i++) munmap(blockers[i], 4096);
 }
 
+/* A freed large block stays mapped in the BigCache for BIGCACHE_DELAY_MS
+ * (lengthened as the purge delay is, after the tests before this one), then
+ * the next slow path unmaps it. A block above BIGCACHE_MAX_BLOCK is the
+ * grace entry (test_bigcache_grace). */
 static void test_bigcache_expiry(void) {
   long old_delay = hak_option_get(hak_option_bigcache_delay_ms), old_budget = hak_option_get(hak_option_bigcache_budget);
   CHECK(hak_option_set(hak_option_bigcache_delay_ms, 30) == 0, "set BigCache delay");
@@ -608,7 +608,6 @@ static void test_bigcache_expiry(void) {
   CHECK(hak_registry_kind(a_at) == HAK_REG_FOREIGN, "expired BigCache entry still mapped");
   hak_option_set(hak_option_bigcache_delay_ms, old_delay);
   hak_option_set(hak_option_bigcache_budget, old_budget);
-
 }
 
 /* The last block the BigCache refuses stays as its grace entry: a smaller
