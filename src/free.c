@@ -112,7 +112,7 @@ HAK_INLINE void batch_open(hak_remote_batch_t *b, bool counted, void **p) {
 static void batch_flush(hak_remote_batch_t *b, unsigned cls) {
   if (!b->head) return;
   if (hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)batch_in_head(b);
-  inbox_push(b->owner, cls, b->head, b->tail);
+  inbox_push((hak_heap_t *)((char *)(b->owner - cls) - offsetof(hak_heap_t, cache)), cls, b->head, b->tail);
   *b = (hak_remote_batch_t){.owner = b->owner, .limit = b->limit, .room = b->room};
 }
 
@@ -154,9 +154,9 @@ static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s,
   }
   unsigned cls = s->cls;
   hak_remote_batch_t *b = &h->outgoing[cls];
-  if (b->owner != owner) {
+  if (b->owner != s->cache) {
     batch_flush(b, cls);
-    b->owner = owner;
+    b->owner = s->cache;
   }
   if (b->head && b->slot < b->head + 3 + b->room) batch_store(b, p);
   else batch_open(b, hak_batch_counted(cls), p);
@@ -164,19 +164,21 @@ static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s,
 }
 
 /* A block of a slab owned by another heap (or by an exited thread's heap):
- * add it to this thread's batch for that heap and class. The SuperSlab's
- * owner is stable while the block is in use, and heaps are never unmapped.
- * The common case, one more address in the batch's newest container, is
- * an owner compare and a slot compare; the next, p as a new container of a
+ * add it to this thread's batch for that heap and class. The slab's
+ * descriptor names its owner by the owner's cache of the class, which is
+ * stable while the block is in use (a SuperSlab changes heaps only when
+ * empty), and heaps are never unmapped. The common case, one more address
+ * in the batch's newest container, is an owner compare (of that cache,
+ * which free's fast path has loaded the descriptor's line for) and a slot
+ * compare; the next, p as a new container of a
  * batch that stays below its limit, makes no call either, so neither has a
  * stack frame. (There the limit is 2 or more, so a class's containers have
  * a count exactly when they have room.) */
 HAK_NOINLINE void hak_free_remote(void *p, hak_slab_t *s) {
-  hak_heap_t *owner = hak_ss_of(p)->owner;
   hak_heap_t *h = hak_tls_heap;
   hak_remote_batch_t *b = &h->outgoing[s->cls];
   HAK_PIN(b);
-  if (HAK_LIKELY(b->owner == owner)) {
+  if (HAK_LIKELY(b->owner == s->cache)) {
     if (HAK_LIKELY(b->slot < b->slot_end)) {
       batch_store(b, p);
       return;
@@ -186,7 +188,7 @@ HAK_NOINLINE void hak_free_remote(void *p, hak_slab_t *s) {
       return;
     }
   }
-  free_remote_slow(h, p, s, owner);
+  free_remote_slow(h, p, s, hak_ss_of(p)->owner);
 }
 
 /* Usable size of p if it is a block of a slab in use or a large block

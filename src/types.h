@@ -253,8 +253,10 @@ typedef struct hak_class_counters_s { HAK_HEAP_CLASS_COUNTERS(HAK_COUNTER_FIELD_
  * with no count and no room: a plain chain. */
 #define HAK_BATCH_COUNTED 32
 typedef struct hak_remote_batch_s {
-  struct hak_heap_s *owner;  /* the heap it goes to; kept when it is flushed, so that the next free
-                                for that heap opens the next batch on free's fast path */
+  hak_ucache_t *owner;       /* the cache of the class in the heap it goes to, which names that heap
+                                as the slab descriptors of its blocks do (free's fast path compares
+                                the two); kept when it is flushed, so that the next free for that
+                                heap opens the next batch on free's fast path */
   void   **slot;           /* where the newest container's next address goes (word 3 + addresses in it) */
   void   **slot_end;       /* free's fast path stores below it: the container's room or the batch's limit ends there */
   void   **head, **tail;   /* newest and oldest container */

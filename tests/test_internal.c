@@ -333,8 +333,8 @@ static void *batch_thread(void *arg) {
   /* the flushed batch keeps its owner: the next block for it opens the
    * next batch (on free's fast path), and stays here */
   hak_remote_batch_t *b = &hak_heap_get()->outgoing[batch.cls];
-  CHECK(b->owner == batch.owner && !b->head, "after its flush the batch names %p, not its owner %p", (void *)b->owner,
-        (void *)batch.owner);
+  CHECK(b->owner == &batch.owner->cache[batch.cls] && !b->head, "after its flush the batch names %p, not its owner's cache %p",
+        (void *)b->owner, (void *)&batch.owner->cache[batch.cls]);
   void *next = batch.blocks[3 + batch.limit];
   free(next);
   CHECK(b->head == next && inbox_blocks(inbox) == batch.limit, "the block freed after the flush is not the new batch's");
