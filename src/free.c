@@ -109,10 +109,15 @@ HAK_INLINE void batch_open(hak_remote_batch_t *b, bool counted, void **p) {
   b->slot_end = b->slot + (more < b->room ? more : b->room);
 }
 
+/* The heap whose cache of class cls is k. */
+HAK_INLINE hak_heap_t *heap_of_cache(hak_ucache_t *k, unsigned cls) {
+  return (hak_heap_t *)((char *)(k - cls) - offsetof(hak_heap_t, cache));
+}
+
 static void batch_flush(hak_remote_batch_t *b, unsigned cls) {
   if (!b->head) return;
   if (hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)batch_in_head(b);
-  inbox_push((hak_heap_t *)((char *)(b->owner - cls) - offsetof(hak_heap_t, cache)), cls, b->head, b->tail);
+  inbox_push(heap_of_cache(b->owner, cls), cls, b->head, b->tail);
   *b = (hak_remote_batch_t){.owner = b->owner, .limit = b->limit, .room = b->room};
 }
 
@@ -168,12 +173,12 @@ static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s,
  * descriptor names its owner by the owner's cache of the class, which is
  * stable while the block is in use (a SuperSlab changes heaps only when
  * empty), and heaps are never unmapped. The common case, one more address
- * in the batch's newest container, is an owner compare (of that cache,
- * which free's fast path has loaded the descriptor's line for) and a slot
- * compare; the next, p as a new container of a
- * batch that stays below its limit, makes no call either, so neither has a
- * stack frame. (There the limit is 2 or more, so a class's containers have
- * a count exactly when they have room.) */
+ * in the batch's newest container, is an owner compare (of that cache, on
+ * the descriptor line free's fast path has loaded) and a slot compare; the
+ * next, p as a new container of a batch that stays below its limit, makes
+ * no call either, so neither has a stack frame. (There the limit is 2 or
+ * more, so a class's containers have a count exactly when they have
+ * room.) */
 HAK_NOINLINE void hak_free_remote(void *p, hak_slab_t *s) {
   hak_heap_t *h = hak_tls_heap;
   hak_remote_batch_t *b = &h->outgoing[s->cls];
