@@ -148,13 +148,14 @@ static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab
  * owns it; no batch has that owner), a thread without a heap (the empty
  * heap's batches have none), another owner, a batch that reaches its
  * limit. */
-static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s, hak_heap_t *owner) {
-  if (HAK_UNLIKELY(owner == hak_prof_heap)) {   /* NULL while profiling is off */
+static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s) {
+  hak_superslab_t *ss = hak_ss_of(p);
+  if (HAK_UNLIKELY(ss->owner == hak_prof_heap)) {   /* NULL while profiling is off */
     hak_prof_free(p);
     return;
   }
   if (HAK_UNLIKELY(h == &hak_heap_empty)) {
-    free_remote_no_heap(p, hak_ss_of(p), s);
+    free_remote_no_heap(p, ss, s);
     return;
   }
   unsigned cls = s->cls;
@@ -193,7 +194,7 @@ HAK_NOINLINE void hak_free_remote(void *p, hak_slab_t *s) {
       return;
     }
   }
-  free_remote_slow(h, p, s, hak_ss_of(p)->owner);
+  free_remote_slow(h, p, s);
 }
 
 /* Usable size of p if it is a block of a slab in use or a large block
