@@ -3,7 +3,7 @@
  * Footprint: how much memory the allocator holds beside what the program
  * has live, and how much it gives back, with and without being asked.
  * SCALE (default 1.0, as a number of thousandths: 1000) shrinks or grows the
- * counts. Four modes, each in its own process so that they do not mix:
+ * counts. Five modes, each in its own process so that they do not mix:
  *
  *  footprint  1. 1M objects, 97% of 16..316 B and 3% of 1..16 KiB, filled
  *                (about 400 MiB live, with the 16 MiB table that holds
@@ -14,10 +14,15 @@
  *             3. free everything (the table too) and make no further call: RSS right after
  *                and after 0.5, 1 and 2 s (freed_rss_*_kib);
  *             4. malloc_trim(0): trimmed_rss_kib.
- *  idle       2 threads each allocate 512 MiB of mixed blocks (16 B..1 MiB,
- *             log-uniform), free them all and stay alive, idle: RSS 5 s
- *             later (idle_rss_kib); then malloc_trim(0) from the main
- *             thread (trimmed_rss_kib).
+ *  idle       2 threads each allocate 512 MiB of blocks, a third of the
+ *             bytes each of 16 B..1 KiB, 1..128 KiB and 128 KiB..1 MiB
+ *             (uniform in each), free them all and stay alive, asleep:
+ *             RSS right after (freed_rss_kib), 5 s later with no call from
+ *             any thread (idle_rss_kib), after malloc_trim(0) from the main
+ *             thread (trimmed_rss_kib), and 2 s after the threads exited
+ *             (exited_rss_kib).
+ *  cross      the same, but each thread frees the other's blocks: what
+ *             waits for an owner that sleeps.
  *  threads    20,000 short threads, 4 alive at a time, each allocating about
  *             1 MiB in blocks of 16 B..8 KiB and freeing it: peak RSS.
  *  mid        8 threads each allocate and free, 50 times over, a batch of 32
@@ -33,6 +38,7 @@
 #include <malloc.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -54,7 +60,8 @@ static void drop(struct bench_obj *o) {
   ops++;
 }
 
-static long rss_kib(void) { return bench_status_kib("VmRSS"); }
+/* With system calls only: the waits make no allocator call. */
+static long rss_kib(void) { return bench_rss_kib(); }
 
 static void nap_ms(long ms) {
   bench_nap_ms(ms);
@@ -108,27 +115,44 @@ static void footprint(long n, uint64_t *rng) {
 }
 
 struct idle_arg {
-  size_t amount;   /* idle: bytes; mid: rounds */
+  size_t amount;   /* idle, cross: bytes; mid: rounds */
   uint64_t seed;
   pthread_barrier_t *freed, *done;
+  pthread_barrier_t *allocated;   /* cross: every thread has allocated, then has freed */
+  struct idle_arg *partner;       /* cross: whose blocks it frees */
+  struct bench_obj *objs;
+  size_t n;
 };
 
-/* Allocates bytes of blocks, frees them all, then waits without calling the
- * allocator until the main thread has measured. */
+/* A third of the bytes each of 16 B..1 KiB, 1..128 KiB, 128 KiB..1 MiB: the
+ * size class that has had the fewest bytes so far. */
+static size_t idle_size(uint64_t *rng, size_t bytes[3]) {
+  static const size_t lo[3] = {16, 1024, 128 << 10}, hi[3] = {1024, 128 << 10, 1 << 20};
+  int k = bytes[0] <= bytes[1] && bytes[0] <= bytes[2] ? 0 : bytes[1] <= bytes[2] ? 1 : 2;
+  size_t size = bench_size(rng, lo[k], hi[k]);
+  bytes[k] += size;
+  return size;
+}
+
+/* Allocates bytes of blocks, frees them all (cross: frees its partner's,
+ * once both have allocated), then waits without calling the allocator until
+ * the main thread has measured. */
 static void *idle_thread(void *p) {
   struct idle_arg *a = p;
   uint64_t rng = a->seed;
-  size_t cap = a->amount / 64 + 16, n = 0, total = 0;
-  struct bench_obj *o = calloc(cap, sizeof *o);
-  if (!o) BENCH_OOM(NAME, cap * sizeof *o);
-  while (total < a->amount && n < cap) {
-    size_t size = bench_log_size(&rng, 16, 1 << 20);
-    make(&o[n], size, (uint32_t)n);
+  size_t cap = a->amount / 256 + 16, total = 0, bytes[3] = {0, 0, 0};
+  a->objs = calloc(cap, sizeof *a->objs);
+  if (!a->objs) BENCH_OOM(NAME, cap * sizeof *a->objs);
+  while (total < a->amount && a->n < cap) {
+    size_t size = idle_size(&rng, bytes);
+    make(&a->objs[a->n], size, (uint32_t)a->n);
+    a->n++;
     total += size;
-    n++;
   }
-  for (size_t i = 0; i < n; i++) drop(&o[i]);
-  free(o);
+  if (a->allocated) pthread_barrier_wait(a->allocated);
+  for (size_t i = 0; i < a->partner->n; i++) drop(&a->partner->objs[i]);
+  if (a->allocated) pthread_barrier_wait(a->allocated);
+  free(a->objs);
   thread_ops_done();
   pthread_barrier_wait(a->freed);
   pthread_barrier_wait(a->done);
@@ -151,20 +175,24 @@ static void *mid_thread(void *p) {
   return NULL;
 }
 
-/* threads threads of fn(amount), which free what they allocated and wait:
- * RSS right after, nap ms later, after malloc_trim(0). */
-static void idle_threads(const char *mode, void *(*fn)(void *), int threads, size_t amount, long nap, uint64_t seed) {
+/* threads threads of fn(amount), which free what they allocated (cross:
+ * each its partner's) and wait: RSS right after, nap ms later, after
+ * malloc_trim(0), and exit_nap ms after they exit. */
+static void idle_threads(const char *mode, void *(*fn)(void *), int threads, size_t amount, long nap, long exit_nap,
+                         bool cross, uint64_t seed) {
   enum { MAX_THREADS = 8 };
   if (threads > MAX_THREADS) bench_die(2, NAME ": %s: at most %d threads", mode, (int)MAX_THREADS);
-  pthread_barrier_t freed, done;
+  pthread_barrier_t freed, done, allocated;
   pthread_barrier_init(&freed, NULL, (unsigned)threads + 1);
   pthread_barrier_init(&done, NULL, (unsigned)threads + 1);
+  pthread_barrier_init(&allocated, NULL, (unsigned)threads);
   struct idle_arg args[MAX_THREADS];
   pthread_t tid[MAX_THREADS];
-  for (int i = 0; i < threads; i++) {
-    args[i] = (struct idle_arg){amount, bench_seed(seed, (uint64_t)i), &freed, &done};
+  for (int i = 0; i < threads; i++)
+    args[i] = (struct idle_arg){amount, bench_seed(seed, (uint64_t)i), &freed, &done, cross ? &allocated : NULL,
+                                &args[cross ? (i + 1) % threads : i], NULL, 0};
+  for (int i = 0; i < threads; i++)
     if (pthread_create(&tid[i], NULL, fn, &args[i]) != 0) bench_die(1, NAME ": pthread_create failed");
-  }
   pthread_barrier_wait(&freed);
   long right_after = rss_kib();
   nap_ms(nap);
@@ -173,8 +201,11 @@ static void idle_threads(const char *mode, void *(*fn)(void *), int threads, siz
   long trimmed = rss_kib();
   pthread_barrier_wait(&done);
   for (int i = 0; i < threads; i++) pthread_join(tid[i], NULL);
-  printf(NAME ": %s, %d threads, freed_rss_kib=%ld, idle_rss_kib=%ld, trimmed_rss_kib=%ld, peak_rss_kib=%ld", mode,
-         threads, right_after, idle_rss, trimmed, bench_peak_rss_kib());
+  nap_ms(exit_nap);
+  long exited = rss_kib();
+  printf(NAME ": %s, %d threads, freed_rss_kib=%ld, idle_rss_kib=%ld, trimmed_rss_kib=%ld, exited_rss_kib=%ld, "
+              "peak_rss_kib=%ld",
+         mode, threads, right_after, idle_rss, trimmed, exited, bench_peak_rss_kib());
 }
 
 static uint64_t churn_seed;
@@ -207,16 +238,17 @@ static void threads(long n, uint64_t seed) {
 }
 
 int main(int argc, char **argv) {
-  const char *usage = NAME " footprint|idle|threads|mid [SCALE/1000] [SEED]";
+  const char *usage = NAME " footprint|idle|cross|threads|mid [SCALE/1000] [SEED]";
   bench_usage_if(argc < 2 || argc > 4 || bench_help(argc, argv), usage);
   double scale = (double)bench_arg(argc, argv, 2, 1000) / 1000.0;
   uint64_t rng = bench_seed((uint64_t)bench_arg(argc, argv, 3, 1), 0);
   bench_usage_if(scale <= 0, usage);
   double t0 = bench_now();
   if (strcmp(argv[1], "footprint") == 0) footprint((long)(1000000 * scale) + 1, &rng);
-  else if (strcmp(argv[1], "idle") == 0) idle_threads("idle", idle_thread, 2, (size_t)(512.0 * 1024 * 1024 * scale), 5000, rng);
+  else if (strcmp(argv[1], "idle") == 0 || strcmp(argv[1], "cross") == 0)
+    idle_threads(argv[1], idle_thread, 2, (size_t)(512.0 * 1024 * 1024 * scale), 5000, 2000, argv[1][0] == 'c', rng);
   else if (strcmp(argv[1], "threads") == 0) threads((long)(20000 * scale) + 4, rng);
-  else if (strcmp(argv[1], "mid") == 0) idle_threads("mid", mid_thread, 8, (size_t)(50 * scale) + 1, 1500, rng);
+  else if (strcmp(argv[1], "mid") == 0) idle_threads("mid", mid_thread, 8, (size_t)(50 * scale) + 1, 1500, 0, false, rng);
   else bench_usage_if(1, usage);
   thread_ops_done();
   printf(" = %.0f ops/s\n", (double)atomic_load(&ops_total) / (bench_now() - t0 - napped));

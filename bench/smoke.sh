@@ -40,6 +40,7 @@ extra_cases=(
   "random_mixed_mid random_mixed 50000 400 1 1024 32768"
   "random_mixed_large random_mixed 2000 400 1 65536 4194304"
   "memory_idle memory idle 20"
+  "memory_cross memory cross 20"
   "memory_threads memory threads 20"
   "memory_mid memory mid 20"
 )

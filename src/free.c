@@ -54,6 +54,7 @@ HAK_NOINLINE void hak_free_slow(void *p) {
   }
   if (kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED) {
     hak_large_free(p, kind, "free");
+    hak_purger_poll();   /* the BigCache's deadline may have asked for it */
     return;
   }
   hak_fatal_pointer("free", "invalid pointer", p);
@@ -144,20 +145,13 @@ static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab
   }
 }
 
-/* What free's fast path below leaves: a sampled block (the profiler's heap
- * owns it; no batch has that owner), a thread without a heap (the empty
- * heap's batches have none), another owner, a batch that reaches its
- * limit. */
-static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s) {
-  hak_superslab_t *ss = hak_ss_of(p);
-  if (HAK_UNLIKELY(ss->owner == hak_prof_heap)) {   /* NULL while profiling is off */
-    hak_prof_free(p);
-    return;
-  }
-  if (HAK_UNLIKELY(h == &hak_heap_empty)) {
-    free_remote_no_heap(p, ss, s);
-    return;
-  }
+/* The blocks of a batch in another heap's inbox wait for their owner's
+ * next refill, or, if its thread sleeps, for the background purger
+ * (hak_heap_collect_sleeping). A thread that only frees other threads'
+ * blocks (and large ones) passes no other slow path: the purger its
+ * batches asked for (inbox_push) starts here, once the batch is in place,
+ * or the blocks of sleeping owners would stay until a trim. */
+static void free_remote_batch(hak_heap_t *h, void *p, hak_slab_t *s) {
   unsigned cls = s->cls;
   hak_remote_batch_t *b = &h->outgoing[cls];
   if (b->owner != s->cache) {
@@ -167,6 +161,21 @@ static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s)
   if (b->head && b->slot < b->head + 3 + b->room) batch_store(b, p);
   else batch_open(b, hak_batch_counted(cls), p);
   if (batch_blocks(b) >= b->limit) batch_flush(b, cls);
+}
+
+/* What free's fast path below leaves: a sampled block (the profiler's heap
+ * owns it; no batch has that owner), a thread without a heap (the empty
+ * heap's batches have none), another owner, a batch that reaches its
+ * limit. */
+static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s) {
+  hak_superslab_t *ss = hak_ss_of(p);
+  if (HAK_UNLIKELY(ss->owner == hak_prof_heap))   /* NULL while profiling is off */
+    hak_prof_free(p);
+  else if (HAK_UNLIKELY(h == &hak_heap_empty))
+    free_remote_no_heap(p, ss, s);
+  else
+    free_remote_batch(h, p, s);
+  hak_purger_poll();
 }
 
 /* A block of a slab owned by another heap (or by an exited thread's heap):

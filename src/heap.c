@@ -158,40 +158,56 @@ void hak_heap_fork_prepare(void) {
 
 void hak_heap_fork_done(void) { atomic_store(&collector, 0); }
 
+/* Take the inboxes of heap h, whose thread is not the caller, back to their
+ * slabs, holding the heap's token (above) and the collector (so that a
+ * fork waits for it); false if h's thread is in its slow paths (it takes
+ * them itself) or, with wait false, another collector is at work. */
+static bool collect_other(hak_heap_t *h, bool wait) {
+  int open = 0;
+  while (!atomic_compare_exchange_strong(&collector, &open, 1)) {
+    if (!wait || open == 2) return false;
+    open = 0;
+    hak_os_yield();
+  }
+  uintptr_t none = 0;
+  bool taken = atomic_compare_exchange_strong_explicit(&h->slow, &none, hak_thread_id(), memory_order_acquire,
+                                                       memory_order_relaxed);
+  if (taken) {
+    if (atomic_load(&h->state) == HAK_HEAP_ACTIVE) hak_heap_collect_all(h);
+    atomic_store_explicit(&h->slow, 0, memory_order_release);
+  }
+  atomic_store(&collector, 0);
+  return taken;
+}
+
+static bool inbox_any(hak_heap_t *h) {
+  for (unsigned c = 0; c < HAK_CLASSES; c++)
+    if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) return true;
+  return false;
+}
+
 /* Blocks that other threads free wait in their owner's inboxes until its
  * thread reaches a slow path; a thread that waits (a main thread in
  * pthread_join, a listener in accept) would keep them, and the slabs they
  * hold, for as long as it waits: larson's main thread, whose first blocks
  * the workers free, kept about 1 MiB. So the purger, at each pass, takes
  * the inboxes of the heaps whose thread entered no slow path since its
- * last pass back to their slabs, holding the heap's token (above); the
- * slabs that empty go back to the OS after the usual delays. Returns
- * whether a heap's inboxes were left for its thread (busy, or in a slow
- * path), so that the purger looks again. */
-bool hak_heap_collect_sleeping(void) {
+ * last pass back to their slabs (collect_other); the slabs that empty go
+ * back to the OS after the usual delays. With all (malloc_trim), every
+ * heap in use whose thread is not in its slow paths. Returns whether a
+ * heap's inboxes were left for its thread (busy, or in a slow path), so
+ * that the purger looks again. */
+bool hak_heap_collect_sleeping(bool all) {
   bool later = false;
   for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap) {
     if (h == hak_prof_heap || atomic_load_explicit(&h->state, memory_order_relaxed) != HAK_HEAP_ACTIVE) continue;
-    bool any = false;
-    for (unsigned c = 0; c < HAK_CLASSES && !any; c++) any = atomic_load_explicit(&h->inbox[c], memory_order_relaxed);
-    uint32_t visits = atomic_load_explicit(&h->visits, memory_order_relaxed);
-    bool busy = visits != h->visits_seen;
-    h->visits_seen = visits;
-    if (!any) continue;
-    int open = 0;
-    uintptr_t none = 0;
-    if (busy || !atomic_compare_exchange_strong(&collector, &open, 1)) {
-      later = true;
-      continue;
+    bool any = inbox_any(h), busy = false;
+    if (!all) {   /* visits_seen is the purger's */
+      uint32_t visits = atomic_load_explicit(&h->visits, memory_order_relaxed);
+      busy = visits != h->visits_seen;
+      h->visits_seen = visits;
     }
-    if (atomic_compare_exchange_strong_explicit(&h->slow, &none, hak_thread_id(), memory_order_acquire,
-                                                memory_order_relaxed)) {
-      if (atomic_load(&h->state) == HAK_HEAP_ACTIVE) hak_heap_collect_all(h);
-      atomic_store_explicit(&h->slow, 0, memory_order_release);
-    } else {
-      later = true;
-    }
-    atomic_store(&collector, 0);
+    if (any && (busy || !collect_other(h, all))) later = true;
   }
   return later;
 }

@@ -120,7 +120,7 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t 
 void hak_heap_collect_all(hak_heap_t *h);
 bool hak_heap_enter(hak_heap_t *h);   /* the slow paths' token (heap.c) */
 void hak_heap_leave(hak_heap_t *h, bool entered);
-bool hak_heap_collect_sleeping(void);
+bool hak_heap_collect_sleeping(bool all);   /* other threads' inboxes: of sleeping threads, or all */
 void hak_heap_fork_prepare(void);
 void hak_heap_fork_done(void);
 void hak_heap_collect_idle(hak_heap_t *h);

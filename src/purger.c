@@ -9,7 +9,9 @@
  * know nothing of it.
  *
  * It starts on first need: the first deadline scheduled asks for it, and the
- * next slow path that can safely create a thread (hak_purger_poll) starts it.
+ * next slow path that can safely create a thread (hak_purger_poll: malloc's,
+ * and free's of another thread's block or of a large block, which may be
+ * all a thread does) starts it.
  * With nothing pending it sleeps on a futex; whoever schedules the next
  * deadline wakes it. BACKGROUND_PURGE=0 keeps it from starting (a running one
  * stays idle). It stops when the last thread with a heap exits, and starts
@@ -38,7 +40,7 @@ static uint64_t purge_pass(void) {
   uint64_t now = hak_os_now_ms();
   uint64_t abandoned = hak_release_abandoned(now);
   uint64_t big = hak_bigcache_tick();
-  uint64_t inboxes = hak_heap_collect_sleeping() ? now + 1 : 0;   /* the next pass */
+  uint64_t inboxes = hak_heap_collect_sleeping(false) ? now + 1 : 0;   /* the next pass */
   hak_ace_poll(now);
   atomic_fetch_add_explicit(&passes, 1, memory_order_relaxed);
   return hak_deadline_min(hak_deadline_min(hak_deadline_min(next, abandoned), big), inboxes);

@@ -301,7 +301,8 @@ static void test_empty_superslab(void) {
 }
 
 /* A thread's remote frees travel in batches: a partial batch waits in the
- * freeing thread until it fills up or the thread trims (or exits). */
+ * freeing thread until it fills up or the thread trims (or exits); a trim
+ * from any thread takes the inboxes of the others back to their slabs. */
 static struct {
   void *blocks[64];
   hak_heap_t *owner;
@@ -321,9 +322,9 @@ static void *batch_thread(void *arg) {
   _Atomic(void *) *inbox = &batch.owner->inbox[batch.cls];
   for (int i = 0; i < 3; i++) free(batch.blocks[i]);
   CHECK(atomic_load(inbox) == NULL, "a partial batch reached the owner before it filled up");
-  hak_trim();
+  hak_remote_flush_all(hak_heap_get());   /* as a trim or an exit does */
   uint32_t n = inbox_blocks(inbox);
-  CHECK(n == 3, "after trim the inbox holds %u blocks, not 3", n);
+  CHECK(n == 3, "after the flush the inbox holds %u blocks, not 3", n);
   void **c = atomic_load(inbox);
   CHECK(c && !c[0], "3 blocks of 100 bytes did not travel in one container");
   hak_heap_take_remote(batch.owner, batch.cls, NULL, 0);   /* the owner is parked in join */
@@ -338,9 +339,11 @@ static void *batch_thread(void *arg) {
   void *next = batch.blocks[3 + batch.limit];
   free(next);
   CHECK(b->head == next && inbox_blocks(inbox) == batch.limit, "the block freed after the flush is not the new batch's");
-  hak_trim();
+  hak_remote_flush_all(hak_heap_get());
   n = inbox_blocks(inbox);
-  CHECK(n == batch.limit + 1, "after trim the inbox holds %u blocks, not %u", n, batch.limit + 1);
+  CHECK(n == batch.limit + 1, "after the flush the inbox holds %u blocks, not %u", n, batch.limit + 1);
+  hak_trim();   /* the owner's inbox goes back to its slabs: its thread is parked in join */
+  CHECK(atomic_load(inbox) == NULL, "after trim the owner's inbox still holds %u blocks", inbox_blocks(inbox));
   return arg;
 }
 

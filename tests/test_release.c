@@ -8,6 +8,13 @@
  *  - decay: the same with a 50 ms delay and the background purger, and no
  *    call at all from the main thread while it waits (it reads RSS with
  *    raw system calls): the resident set falls by itself.
+ *  - cross: the same two with two sleeping threads that each free the
+ *    other's blocks, which wait in the owners' inboxes: malloc_trim(0) from
+ *    the main thread takes them back; and in a fresh process (this program
+ *    run again, so that no slow path has started the purger yet), where
+ *    nothing but those remote frees asks for the background purger, the
+ *    resident set falls by itself while the threads sleep, and stays down
+ *    after they exit.
  *  - race: threads that empty and refill slabs as fast as they can, while
  *    another trims in a loop and the purger sweeps with no delay, and a
  *    fork now and then: every block keeps its contents (the sweeps never
@@ -52,10 +59,18 @@ static void nap_ms(long ms) {
   }
 }
 
-/* ---- a thread that allocates, frees and sleeps */
+/* ---- threads that allocate, free and sleep */
 
+/* A sleeper allocates SLEEPER_BYTES of blocks, keeps one, and frees the
+ * others, or (cross) waits until its partner has allocated too and frees
+ * the partner's; then it sleeps until woken, checks its kept block and
+ * allocates again. */
 struct sleeper {
   sem_t freed, wake;
+  pthread_barrier_t *allocated;   /* cross: both have allocated; NULL: own blocks */
+  struct sleeper *partner;        /* whose blocks it frees */
+  unsigned char **blocks;
+  size_t *sizes, n;
   unsigned char *kept;
   size_t kept_size;
   int bad;
@@ -85,61 +100,85 @@ static int check_and_free(unsigned char **blocks, size_t *sizes, size_t n) {
 
 static void *sleeper_main(void *arg) {
   struct sleeper *s = arg;
-  uint64_t rng = 0x5eed;
+  uint64_t rng = 0x5eed + (uintptr_t)s;
   size_t cap = SLEEPER_BYTES / 16;
-  unsigned char **blocks = T_malloc(cap * sizeof *blocks);
-  size_t *sizes = T_malloc(cap * sizeof *sizes);
-  size_t n = churn_once(&rng, SLEEPER_BYTES, blocks, sizes, cap);
+  s->blocks = T_malloc(cap * sizeof *s->blocks);
+  s->sizes = T_malloc(cap * sizeof *s->sizes);
+  size_t n = churn_once(&rng, SLEEPER_BYTES, s->blocks, s->sizes, cap);
   size_t k = n / 2;
-  s->kept = blocks[k];
-  s->kept_size = sizes[k];
-  n--;
-  blocks[k] = blocks[n];   /* the kept one leaves the list */
-  sizes[k] = sizes[n];
+  s->kept = s->blocks[k];
+  s->kept_size = s->sizes[k];
+  s->n = --n;
+  s->blocks[k] = s->blocks[n];   /* the kept one leaves the list */
+  s->sizes[k] = s->sizes[n];
   pattern_fill(s->kept, s->kept_size, 77, 0);
-  s->bad += check_and_free(blocks, sizes, n);
+  if (s->allocated) pthread_barrier_wait(s->allocated);
+  s->bad += check_and_free(s->partner->blocks, s->partner->sizes, s->partner->n);
   sem_post(&s->freed);
   sem_wait(&s->wake);   /* asleep in the kernel: no allocator call */
   s->bad += !pattern_ok(s->kept, s->kept_size, 77, 0);
   T_free(s->kept);
-  n = churn_once(&rng, SLEEPER_BYTES / 4, blocks, sizes, cap);   /* the returned memory is usable again */
+  n = churn_once(&rng, SLEEPER_BYTES / 4, s->blocks, s->sizes, cap);   /* the returned memory is usable again */
   s->bad += n == 0;
-  s->bad += check_and_free(blocks, sizes, n);
-  T_free(blocks);
-  T_free(sizes);
+  s->bad += check_and_free(s->blocks, s->sizes, n);
+  T_free(s->blocks);
+  T_free(s->sizes);
   return NULL;
 }
 
-static void sleeper_start(struct sleeper *s, pthread_t *t) {
-  memset(s, 0, sizeof *s);
-  sem_init(&s->freed, 0, 0);
-  sem_init(&s->wake, 0, 0);
-  pthread_create(t, NULL, sleeper_main, s);
-  sem_wait(&s->freed);
+/* n sleepers (1, or 2 with cross) started; returns once they all freed. */
+static void sleepers_start(struct sleeper *s, pthread_t *t, int n, bool cross, pthread_barrier_t *allocated) {
+  if (cross) pthread_barrier_init(allocated, NULL, (unsigned)n);
+  for (int i = 0; i < n; i++) {
+    memset(&s[i], 0, sizeof s[i]);
+    sem_init(&s[i].freed, 0, 0);
+    sem_init(&s[i].wake, 0, 0);
+    s[i].allocated = cross ? allocated : NULL;
+    s[i].partner = cross ? &s[(i + 1) % n] : &s[i];
+  }
+  for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, sleeper_main, &s[i]);
+  for (int i = 0; i < n; i++) sem_wait(&s[i].freed);
 }
 
-static void sleeper_finish(struct sleeper *s, pthread_t t, const char *what) {
-  sem_post(&s->wake);
-  pthread_join(t, NULL);
-  CHECK(s->bad == 0, "%s: %d blocks of the sleeping thread lost their contents", what, s->bad);
+static void sleepers_finish(struct sleeper *s, pthread_t *t, int n, const char *what) {
+  for (int i = 0; i < n; i++) {
+    sem_post(&s[i].wake);
+    pthread_join(t[i], NULL);
+    CHECK(s[i].bad == 0, "%s: %d blocks of sleeping thread %d lost their contents", what, s[i].bad, i);
+  }
 }
 
-static void test_trim_reaches_sleeping_heap(void) {
+/* With no background purger and the delays a minute long, the memory that
+ * n sleeping threads freed (their own blocks, or with cross each other's)
+ * stays resident until malloc_trim(0) from the main thread returns it. */
+static void test_trim_reaches_sleeping_heaps(int n, bool cross, const char *what) {
   hak_option_set(hak_option_background_purge, 0);
   hak_option_set(hak_option_purge_delay_ms, 60000);
   T_trim();
   long base = rss_raw();
-  struct sleeper s;
-  pthread_t t;
-  sleeper_start(&s, &t);
+  struct sleeper s[2];
+  pthread_t t[2];
+  pthread_barrier_t allocated;
+  sleepers_start(s, t, n, cross, &allocated);
   long freed = rss_raw() - base;
-  CHECK(freed > SLEEPER_BYTES / 2, "trim: only %ld MiB resident after the sleeper freed (nothing to return)",
+  CHECK(freed > n * SLEEPER_BYTES / 2, "%s: only %ld MiB resident after the sleepers freed (nothing to return)", what,
         freed / MIB);
   T_trim();
   long trimmed = rss_raw() - base;
-  CHECK(trimmed < RETURNED_BOUND, "trim: %ld MiB still resident (%ld MiB before the trim)", trimmed / MIB,
+  CHECK(trimmed < n * RETURNED_BOUND, "%s: %ld MiB still resident (%ld MiB before the trim)", what, trimmed / MIB,
         freed / MIB);
-  sleeper_finish(&s, t, "trim");
+  sleepers_finish(s, t, n, what);
+}
+
+/* RSS above base falls below bound within 10 s with no allocator call;
+ * returns what is left. */
+static long rss_falls(long base, long bound) {
+  long held = rss_raw() - base;
+  for (int i = 0; i < 200 && held >= bound; i++) {   /* up to 10 s; the purge delay is expected */
+    nap_ms(50);
+    held = rss_raw() - base;
+  }
+  return held;
 }
 
 static void test_decay_without_calls(void) {
@@ -151,17 +190,48 @@ static void test_decay_without_calls(void) {
   hak_stats_get(&before);
   struct sleeper s;
   pthread_t t;
-  sleeper_start(&s, &t);
-  long held = rss_raw() - base;
-  for (int i = 0; i < 200 && held >= RETURNED_BOUND; i++) {   /* up to 10 s; 50 ms is expected */
-    nap_ms(50);
-    held = rss_raw() - base;
-  }
+  sleepers_start(&s, &t, 1, false, NULL);
+  long held = rss_falls(base, RETURNED_BOUND);
   CHECK(held < RETURNED_BOUND, "decay: %ld MiB still resident 10 s after the sleeping thread freed", held / MIB);
   struct hak_stats after;
   hak_stats_get(&after);
   CHECK(after.purger_passes > before.purger_passes, "decay: the background purger never ran");
-  sleeper_finish(&s, t, "decay");
+  sleepers_finish(&s, &t, 1, "decay");
+}
+
+/* In a fresh process (run_fresh below), two threads free each other's
+ * blocks and sleep: only their remote frees ask for the background purger,
+ * and the main thread makes no allocator call while it waits. The blocks
+ * in the sleeping owners' inboxes go back, and the memory stays returned
+ * once the threads exit. */
+static int cross_decay_fresh(void) {
+  long base = rss_raw();
+  struct sleeper s[2];
+  pthread_t t[2];
+  pthread_barrier_t allocated;
+  sleepers_start(s, t, 2, true, &allocated);
+  long held = rss_falls(base, 2 * RETURNED_BOUND);
+  CHECK(held < 2 * RETURNED_BOUND, "cross decay: %ld MiB still resident 10 s after two sleeping threads freed "
+        "each other's blocks", held / MIB);
+  sleepers_finish(s, t, 2, "cross decay");
+  held = rss_falls(base, 2 * RETURNED_BOUND);
+  CHECK(held < 2 * RETURNED_BOUND, "cross decay: %ld MiB still resident 10 s after the threads exited", held / MIB);
+  return test_done("release-fresh");
+}
+
+/* This program again, with arg, and the purge delay of 50 ms: it must exit
+ * with status 0 (its checks print their own RESULT line). */
+static void run_fresh(const char *arg) {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("HAKMEM_PURGE_DELAY_MS", "50", 1);
+    execl("/proc/self/exe", "test_release", arg, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "%s: the fresh process ended with status %#x", arg, status);
 }
 
 /* ---- sweeps racing with the owners' reuse of the same units */
@@ -257,7 +327,8 @@ static void test_last_thread_exit_ends_process(void) {
   CHECK(got != pid || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "it ended with status %#x", status);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "cross-decay") == 0) return cross_decay_fresh();
 #ifdef __SANITIZE_THREAD__
   bool rss_tells = false;   /* its shadow memory swamps the resident set */
 #else
@@ -265,8 +336,10 @@ int main(void) {
 #endif
   if (rss_tells) {   /* (and ThreadSanitizer cannot start threads in a forked child) */
     test_last_thread_exit_ends_process();
-    test_trim_reaches_sleeping_heap();
+    test_trim_reaches_sleeping_heaps(1, false, "trim");
+    test_trim_reaches_sleeping_heaps(2, true, "cross trim");
     test_decay_without_calls();
+    run_fresh("cross-decay");
   }
   test_sweeps_race_reuse(rss_tells);   /* ThreadSanitizer cannot start a thread after a fork */
   return test_done("release");
