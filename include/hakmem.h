@@ -147,6 +147,8 @@ void        hak_options_print(hak_write_fn *write, void *arg);
   X(os_decommit_bytes, "bytes returned with madvise")                      \
   X(os_remaps, "mremap calls")                                             \
   X(purger_passes, "sweeps of the background purger")                     \
+  X(cache_drains, "caches of other threads' heaps taken back (idle, trim)")  \
+  X(drained_blocks, "blocks those drains returned to their slabs")         \
   X(ace_periods, "periods the adaptive controller has judged")             \
   X(rss, "resident set size now, bytes")                                   \
   X(rss_peak, "peak resident set size, bytes")                             \

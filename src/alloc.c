@@ -112,7 +112,7 @@ HAK_EXPORT int hak_trim(void) {
   int released = 0;
   hak_heap_t *h = hak_tls_heap;
   if (h != &hak_heap_empty) released |= hak_heap_release_all(h, true);
-  hak_heap_collect_sleeping(true);   /* blocks freed to other threads' heaps, to their slabs */
+  hak_heap_reclaim_others(true);   /* other threads' inboxes and caches, to their slabs */
   released |= hak_heap_trim_abandoned(true);
   released |= hak_prof_trim();
   hak_release_sweep_all(true, &released);   /* the free units of every other heap */

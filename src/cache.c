@@ -180,11 +180,22 @@ static uint32_t refill(hak_heap_t *h, unsigned cls) {
   return hak_cache_count(c);
 }
 
-static HAK_NOINLINE uint32_t cache_refill(hak_heap_t *h, unsigned cls) {
+/* A block of class cls from h's cache, refilled first if it is empty
+ * (ENOMEM and NULL if no block can be had). Under the heap's token: a
+ * drained cache has its items back (hak_heap_enter), and no drain runs
+ * between the refill and the pop (drain.c). */
+static HAK_NOINLINE void *cache_take(hak_heap_t *h, unsigned cls, size_t size) {
   bool entered = hak_heap_enter(h);
-  uint32_t n = refill(h, cls);
+  hak_ucache_t *c = &h->cache[cls];
+  void *p = NULL;
+  if (c->top != c->items || refill(h, cls)) {
+    HAK_STORE_SHARED(c->top, c->top - 1);
+    p = hak_block_hand_out(h, cls, *c->top, size);
+  } else {
+    errno = ENOMEM;
+  }
   hak_heap_leave(h, entered);
-  return n;
+  return p;
 }
 
 /* A block of a span class (no cache, types.h): its inbox back to its slabs
@@ -201,13 +212,7 @@ static HAK_NOINLINE void *span_take(hak_heap_t *h, unsigned cls, size_t size) {
 }
 
 void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size) {
-  if (cls >= HAK_CACHED_CLASSES) return span_take(h, cls, size);
-  hak_ucache_t *c = &h->cache[cls];
-  if (c->top == c->items && cache_refill(h, cls) == 0) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return hak_block_hand_out(h, cls, *--c->top, size);
+  return cls >= HAK_CACHED_CLASSES ? span_take(h, cls, size) : cache_take(h, cls, size);
 }
 
 /* An allocation of a thread that has passed its exit handling: from a heap

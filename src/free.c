@@ -81,7 +81,7 @@ static void inbox_push(hak_heap_t *owner, unsigned cls, void **head, void **tail
     hak_heap_reclaim_hint();
   }
   else if (!old)
-    hak_purger_notify();   /* its thread may sleep: the purger takes the inbox (hak_heap_collect_sleeping) */
+    hak_purger_notify();   /* its thread may sleep: the purger takes the inbox (hak_heap_reclaim_others) */
 }
 
 /* Addresses stored in the newest container of batch b, and blocks in b. */
@@ -147,7 +147,7 @@ static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab
 
 /* The blocks of a batch in another heap's inbox wait for their owner's
  * next refill, or, if its thread sleeps, for the background purger
- * (hak_heap_collect_sleeping). A thread that only frees other threads'
+ * (hak_heap_reclaim_others). A thread that only frees other threads'
  * blocks (and large ones) passes no other slow path: the purger its
  * batches asked for (inbox_push) starts here, once the batch is in place,
  * or the blocks of sleeping owners would stay until a trim. */

@@ -9,21 +9,27 @@
 
 #include "internal.h"
 
-/* Every cache empty with capacity 0: all paths go slow. */
-hak_heap_t hak_heap_empty = {.cache_small = {[0 ... HAK_TINY_MAX / 16] = &hak_heap_empty.cache[0]}};
+/* Every cache empty with capacity 0: all paths go slow. malloc's fast path
+ * lowers the top of its cache 0 before it finds it empty (internal.h), so
+ * that cache's items point past a slot of their own. */
+static void *empty_slot[2];
+hak_heap_t hak_heap_empty = {.cache = {[0] = {&empty_slot[1], &empty_slot[1], &empty_slot[1]}},
+                             .cache_small = {[0 ... HAK_TINY_MAX / 16] = &hak_heap_empty.cache[0]}};
 static _Atomic(hak_heap_t *) heaps;
 
 hak_heap_t *hak_heap_list(void) { return atomic_load(&heaps); }
 
 /* ---- the slow paths' token: the thread using a heap runs its slow paths
  * (refills, flushes, sweeps, trims, its exit) holding h->slow, and so does
- * the purger when it takes the inboxes of a heap whose thread sleeps
- * (hak_heap_collect_sleeping): the two never change a heap's slabs and
- * lists at once. The fast paths touch only the caches, which the purger
- * leaves alone, and know nothing of it. The thread waits (yields) only
- * while the purger holds the token, for one heap's inboxes. A slow path
- * entered again from within one (a signal handler's malloc) goes on
- * without taking it, as it did before there was a token. */
+ * the purger or malloc_trim when it takes the inboxes and caches of a heap
+ * whose thread sleeps (hak_heap_reclaim_others): the two never change a
+ * heap's slabs and lists at once. The fast paths know nothing of it: a
+ * drain of the caches (drain.c) makes them fail, and the owner, once it
+ * has the token again, gives its drained caches their items back. The
+ * thread waits (yields) only while another holds the token, for one
+ * heap's inboxes and caches. A slow path entered again from within one (a
+ * signal handler's malloc) goes on without taking it, as it did before
+ * there was a token. */
 bool hak_heap_enter(hak_heap_t *h) {
   uintptr_t me = hak_thread_id(), held = 0;
   while (!atomic_compare_exchange_weak_explicit(&h->slow, &held, me, memory_order_acquire, memory_order_relaxed)) {
@@ -32,6 +38,7 @@ bool hak_heap_enter(hak_heap_t *h) {
     held = 0;
   }
   atomic_store_explicit(&h->visits, atomic_load_explicit(&h->visits, memory_order_relaxed) + 1, memory_order_relaxed);
+  if (HAK_UNLIKELY(h->drained[0] | h->drained[1]) && h->thread == me) hak_cache_undrain(h);
   return true;
 }
 
@@ -143,8 +150,8 @@ void hak_heap_collect_all(hak_heap_t *h) {
     if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) hak_heap_take_remote(h, c, NULL, 0);
 }
 
-/* The purger's look at the heaps in use (hak_heap_collect_sleeping): 0
- * open, 1 collecting a heap's inboxes, 2 closed while a fork is under way
+/* The look at the heaps in use (hak_heap_reclaim_others): 0 open, 1
+ * taking a heap's inboxes and caches, 2 closed while a fork is under way
  * (the child would find a heap half changed by a thread it lacks). */
 static _Atomic int collector;
 
@@ -158,11 +165,12 @@ void hak_heap_fork_prepare(void) {
 
 void hak_heap_fork_done(void) { atomic_store(&collector, 0); }
 
-/* Take the inboxes of heap h, whose thread is not the caller, back to their
- * slabs, holding the heap's token (above) and the collector (so that a
- * fork waits for it); false if h's thread is in its slow paths (it takes
- * them itself) or, with wait false, another collector is at work. */
-static bool collect_other(hak_heap_t *h, bool wait) {
+/* Take the inboxes of heap h, in use by another thread, back to their
+ * slabs, and with drain its caches too (drain.c), holding the heap's token
+ * (above) and the collector (so that a fork waits for it); false if h's
+ * thread is in its slow paths (it takes them itself) or, with wait false,
+ * another collector is at work. */
+static bool reclaim_other(hak_heap_t *h, bool wait, bool drain) {
   int open = 0;
   while (!atomic_compare_exchange_strong(&collector, &open, 1)) {
     if (!wait || open == 2) return false;
@@ -173,7 +181,10 @@ static bool collect_other(hak_heap_t *h, bool wait) {
   bool taken = atomic_compare_exchange_strong_explicit(&h->slow, &none, hak_thread_id(), memory_order_acquire,
                                                        memory_order_relaxed);
   if (taken) {
-    if (atomic_load(&h->state) == HAK_HEAP_ACTIVE) hak_heap_collect_all(h);
+    if (atomic_load(&h->state) == HAK_HEAP_ACTIVE) {
+      hak_heap_collect_all(h);
+      if (drain && h->thread) hak_cache_drain(h);
+    }
     atomic_store_explicit(&h->slow, 0, memory_order_release);
   }
   atomic_store(&collector, 0);
@@ -186,30 +197,65 @@ static bool inbox_any(hak_heap_t *h) {
   return false;
 }
 
-/* Blocks that other threads free wait in their owner's inboxes until its
- * thread reaches a slow path; a thread that waits (a main thread in
- * pthread_join, a listener in accept) would keep them, and the slabs they
- * hold, for as long as it waits: larson's main thread, whose first blocks
- * the workers free, kept about 1 MiB. So the purger, at each pass, takes
- * the inboxes of the heaps whose thread entered no slow path since its
- * last pass back to their slabs (collect_other); the slabs that empty go
- * back to the OS after the usual delays. With all (malloc_trim), every
- * heap in use whose thread is not in its slow paths. Returns whether a
- * heap's inboxes were left for its thread (busy, or in a slow path), so
- * that the purger looks again. */
-bool hak_heap_collect_sleeping(bool all) {
-  bool later = false;
-  for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap) {
-    if (h == hak_prof_heap || atomic_load_explicit(&h->state, memory_order_relaxed) != HAK_HEAP_ACTIVE) continue;
-    bool any = inbox_any(h), busy = false;
-    if (!all) {   /* visits_seen is the purger's */
-      uint32_t visits = atomic_load_explicit(&h->visits, memory_order_relaxed);
-      busy = visits != h->visits_seen;
-      h->visits_seen = visits;
-    }
-    if (any && (busy || !collect_other(h, all))) later = true;
+/* The sum of the tops of h's caches that hold blocks (0: none), read while
+ * its thread may move them (a guess, which ThreadSanitizer is told not to
+ * check: its slow paths move them with plain stores): it changes with
+ * every malloc and free but the pairs that undo each other. */
+static HAK_NO_TSAN uint64_t cached_tops(hak_heap_t *h) {
+  uint64_t sum = 0;
+  for (unsigned c = 0; c < HAK_CACHED_CLASSES; c++) {
+    const volatile hak_ucache_t *k = &h->cache[c];
+    void **top = k->top;
+    if (top > k->items) sum += (uintptr_t)top;
   }
-  return later;
+  return sum;
+}
+
+/* The purger drains the caches of a heap in use once they and its
+ * slow-path visits stayed as they were for this long, or for the purge
+ * delay if longer, and looks again then while they hold blocks: a thread
+ * that sleeps gives its caches back within two of these. */
+#define IDLE_LOOK_MS 1000
+
+/* Blocks that other threads free wait in their owner's inboxes until its
+ * thread reaches a slow path, and blocks it freed itself wait in its
+ * caches; a thread that waits (a main thread in pthread_join, a listener
+ * in accept, a pool's idle worker) would keep them, and the slabs they
+ * hold, for as long as it waits: larson's main thread, whose first blocks
+ * the workers free, kept about 1 MiB; two threads that freed 512 MiB each
+ * and slept, 20 MiB in their caches. So the purger, at each pass, takes
+ * back to their slabs the inboxes of the heaps whose thread entered no
+ * slow path since its last pass, and the caches of those whose caches and
+ * visits stayed the same for IDLE_LOOK_MS (reclaim_other); the slabs that
+ * empty go back to the OS after the usual delays. With all (malloc_trim),
+ * the inboxes and caches of every heap in use by another thread that is
+ * not in its slow paths. Returns when the purger should look again (0: no
+ * need): at once for inboxes left to a busy heap, else while a heap holds
+ * cached blocks. */
+uint64_t hak_heap_reclaim_others(bool all) {
+  uint64_t now = hak_os_now_ms(), next = 0;
+  uint64_t idle = hak_release_delay() > IDLE_LOOK_MS ? hak_release_delay() : IDLE_LOOK_MS;
+  for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap) {
+    if (h == hak_prof_heap || h == hak_tls_heap || atomic_load_explicit(&h->state, memory_order_relaxed) != HAK_HEAP_ACTIVE)
+      continue;
+    bool any = inbox_any(h), busy = false, drain = all;
+    if (!all) {   /* visits_seen, tops_seen and seen_since are the purger's */
+      uint32_t visits = atomic_load_explicit(&h->visits, memory_order_relaxed);
+      uint64_t tops = cached_tops(h);
+      busy = visits != h->visits_seen;
+      if (busy || tops != h->tops_seen) h->seen_since = now;
+      h->visits_seen = visits;
+      h->tops_seen = tops;
+      drain = tops && now - h->seen_since >= idle;
+      if (tops && !drain) next = hak_deadline_min(next, h->seen_since + idle);
+    }
+    if ((any && !busy) || drain) {
+      if (!reclaim_other(h, all, drain) && any) next = hak_deadline_min(next, now + 1);
+    } else if (any) {
+      next = hak_deadline_min(next, now + 1);
+    }
+  }
+  return next;
 }
 
 /* A cache goes back to its slabs when IDLE_SWEEPS sweeps in a row found it

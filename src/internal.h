@@ -120,10 +120,15 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t 
 void hak_heap_collect_all(hak_heap_t *h);
 bool hak_heap_enter(hak_heap_t *h);   /* the slow paths' token (heap.c) */
 void hak_heap_leave(hak_heap_t *h, bool entered);
-bool hak_heap_collect_sleeping(bool all);   /* other threads' inboxes: of sleeping threads, or all */
+uint64_t hak_heap_reclaim_others(bool all);   /* other threads' inboxes and caches: of sleeping threads, or all */
 void hak_heap_fork_prepare(void);
 void hak_heap_fork_done(void);
 void hak_heap_collect_idle(hak_heap_t *h);
+
+/* ---- drain.c: a heap's caches taken back by another thread (docs/thread-memory.md) */
+bool hak_cache_drain(hak_heap_t *h);     /* caller holds h's token, h is another thread's; true: blocks went back */
+void hak_cache_undrain(hak_heap_t *h);   /* h's own thread, token held: its drained caches get their items back */
+void hak_drain_stats(struct hak_stats *st);   /* cache_drains, drained_blocks */
 
 /* ---- cache.c: unified cache refill and flush (the tiny/mid slow paths) */
 void *hak_malloc_slow(size_t size);
@@ -474,27 +479,39 @@ HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
 
 /* malloc: thread-local heap, the class's cache from the heap's own size
  * tables, pop its top: 15 instructions with the return on x86-64 in
- * libhakmem.so (gcc 12, -O2) for tiny sizes, 19 for mid sizes. The cache
- * and its top are kept out of the register the block is returned in, which
- * saves a move. The empty heap's tables all lead to its cache 0, empty, so
- * to the slow path. The counted build (heap profiling, below) also counts
- * the bytes down to the heap's next sample: two instructions more. */
+ * libhakmem.so (gcc 12, -O2) for tiny sizes, 19 for mid sizes. The pop
+ * claims the top slot (stores the lowered top) before it reads items, so
+ * that another thread may drain the cache meanwhile (drain.c: the two sides
+ * of an asymmetric fence, docs/thread-memory.md); a pop that finds the
+ * cache empty or drained puts the top back and goes slow. The cache and its
+ * top are kept out of the register the block is returned in, which saves a
+ * move. The empty heap's tables all lead to its cache 0, empty, so to the
+ * slow path (every thread without a heap stores its top, each a value that
+ * stays below its items). The counted build (heap profiling, below) also
+ * counts the bytes down to the heap's next sample: two instructions more. */
 HAK_INLINE void *hak_malloc_fast_of(bool counted, size_t size) {
   hak_heap_t *h = hak_tls_heap;
   hak_ucache_t *c;
   if (HAK_LIKELY(size <= HAK_TINY_MAX)) c = h->cache_small[(size + 15) >> 4];
   else if (size <= HAK_MID_TABLE_MAX) c = (hak_ucache_t *)((char *)h + h->cache_of_mid[(size + 127) >> 7]);
   else return hak_malloc_slow(size);
-  void **top = c->top;
+  void **top = HAK_LOAD_SHARED(c->top) - 1;
   HAK_PIN_OFF_RESULT(c, top);
-  if (HAK_UNLIKELY(top == c->items)) return hak_malloc_slow(size);
-  if (counted && HAK_UNLIKELY(hak_prof_count(h, size))) return hak_prof_sampled(size);
+  HAK_STORE_SHARED(c->top, top);
+  atomic_signal_fence(memory_order_seq_cst);   /* the claim stays before the load of items */
+  if (HAK_UNLIKELY(top < HAK_LOAD_SHARED(c->items))) {
+    HAK_STORE_SHARED(c->top, top + 1);
+    return hak_malloc_slow(size);
+  }
+  if (counted && HAK_UNLIKELY(hak_prof_count(h, size))) {
+    HAK_STORE_SHARED(c->top, top + 1);
+    return hak_prof_sampled(size);
+  }
 #if HAK_STAT >= 2
   c->allocs++;
   h->counters[c->cls].requested += size;
 #endif
-  void **p = top[-1];
-  c->top = top - 1;
+  void **p = *top;
   hak_block_check_free(p, "malloc");
   p[1] = NULL;
   return p;
@@ -504,8 +521,9 @@ HAK_INLINE void *hak_malloc_fast(size_t size) { return hak_malloc_fast_of(false,
 
 /* free of a block of a SuperSlab whose unit descriptor is s: block and
  * double-free check, owner compare (the thread using the owning heap,
- * heap.c), push on the cache the descriptor names. refused takes p if it is
- * no block of s. */
+ * heap.c), push on the cache the descriptor names (a plain store on x86;
+ * a full or drained cache goes slow). refused takes p if it is no block
+ * of s. */
 HAK_INLINE void hak_free_block(void *p, hak_slab_t *s, void (*refused)(const void *)) {
   uintptr_t a = (uintptr_t)p;
   if (HAK_UNLIKELY(!hak_is_block(s, a))) {
@@ -525,12 +543,12 @@ HAK_INLINE void hak_free_block(void *p, hak_slab_t *s, void (*refused)(const voi
   }
   hak_ucache_t *c = s->cache;
   void **top = c->top;
-  if (HAK_UNLIKELY(top == c->end)) {
+  if (HAK_UNLIKELY(top >= HAK_LOAD_SHARED(c->end))) {   /* full, or drained */
     hak_free_full(p, s);
     return;
   }
   *top = p;
-  c->top = top + 1;
+  __atomic_store_n(&c->top, top + 1, __ATOMIC_RELEASE);   /* a drain that sees it sees *top (drain.c) */
 #if HAK_STAT >= 2
   c->frees++;
 #endif

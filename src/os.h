@@ -41,6 +41,13 @@ void     hak_os_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout
 void     hak_os_wake(_Atomic uint32_t *word);
 /* Let other threads run (sched_yield). */
 void     hak_os_yield(void);
+/* Every other running thread of the process executes a full memory
+ * barrier before this returns (membarrier, private expedited; one that is
+ * not running passed a context switch, which is one): the owner's half of
+ * a cache drain's fence (docs/thread-memory.md). false if the kernel
+ * cannot (before 4.14, Valgrind, a seccomp filter): then there is no
+ * fence, and nothing may rely on one. */
+bool     hak_os_fence_others(void);
 /* Run fn(NULL) in a new thread that blocks every signal; *id names it for
  * hak_os_thread_join. */
 bool     hak_os_thread_start(void *(*fn)(void *), uintptr_t *id);

@@ -33,14 +33,16 @@ static _Atomic uint64_t passes;     /* sweeps done, for the statistics */
 
 uint64_t hak_purger_passes(void) { return atomic_load_explicit(&passes, memory_order_relaxed); }
 
-/* One sweep of everything; the earliest deadline still pending, 0 if none. */
+/* One sweep of everything; the earliest deadline still pending, 0 if none.
+ * Sleeping threads' inboxes and caches go back to their slabs first, so
+ * that the sweep sees the units that empties (and their deadlines). */
 static uint64_t purge_pass(void) {
   int released = 0;
-  uint64_t next = hak_release_sweep_all(false, &released);
+  uint64_t inboxes = hak_heap_reclaim_others(false);
   uint64_t now = hak_os_now_ms();
   uint64_t abandoned = hak_release_abandoned(now);
+  uint64_t next = hak_release_sweep_all(false, &released);
   uint64_t big = hak_bigcache_tick();
-  uint64_t inboxes = hak_heap_collect_sleeping(false) ? now + 1 : 0;   /* the next pass */
   hak_ace_poll(now);
   atomic_fetch_add_explicit(&passes, 1, memory_order_relaxed);
   return hak_deadline_min(hak_deadline_min(hak_deadline_min(next, abandoned), big), inboxes);

@@ -62,7 +62,8 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
       cs->allocs += h->cache[c].allocs;
       cs->frees += h->cache[c].frees + k->remote_received;
 #endif
-      cs->live += k->used_blocks - hak_cache_count(&h->cache[c]);
+      const hak_ucache_t *kc = &h->cache[c];
+      cs->live += k->used_blocks - (kc->top > kc->items ? hak_cache_count(kc) : 0);   /* a drained cache holds none */
       cs->cache_misses += k->refills;
       cs->refills += k->refills;
       cs->flushes += k->flushes;
@@ -106,6 +107,7 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
   st->os_decommit_bytes = os.decommit_bytes;
   st->os_remaps = os.remaps;
   st->purger_passes = hak_purger_passes();
+  hak_drain_stats(st);
   hak_ace_stats(st);
   char status[4096];
   if (hak_os_read_file("/proc/self/status", status, sizeof status) > 0) {
@@ -145,6 +147,7 @@ static void subtract_baseline(struct hak_stats *st) {
 #define EVENT_(name) st->name -= b->name;
   EVENT_(bigcache_hits) EVENT_(bigcache_misses) EVENT_(os_maps) EVENT_(os_map_bytes) EVENT_(os_unmaps)
   EVENT_(os_unmap_bytes) EVENT_(os_decommits) EVENT_(os_decommit_bytes) EVENT_(os_remaps) EVENT_(purger_passes)
+  EVENT_(cache_drains) EVENT_(drained_blocks)
   EVENT_(allocs) EVENT_(frees) EVENT_(ace_periods)
   for (unsigned i = 0; i < hak_knob_count; i++) {
     EVENT_(knobs[i].ups) EVENT_(knobs[i].downs)
@@ -276,7 +279,11 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   hak_out_u64(o, st->os_remaps);
   hak_out_str(o, ", purger ");
   hak_out_u64(o, st->purger_passes);
-  hak_out_str(o, " passes\n ace: ");
+  hak_out_str(o, " passes, ");
+  hak_out_u64(o, st->cache_drains);
+  hak_out_str(o, " caches drained (");
+  hak_out_u64(o, st->drained_blocks);
+  hak_out_str(o, " blocks)\n ace: ");
   if (!hak_opt(hak_option_ace)) hak_out_str(o, "off (ACE=0), knobs fixed at their options\n");
   else print_knobs(o, st);
   hak_out_str(o, " rss: ");

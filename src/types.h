@@ -39,6 +39,7 @@
 #define HAK_COLD        __attribute__((cold, noinline))
 #define HAK_INLINE      static inline __attribute__((always_inline))
 #define HAK_EXPORT      __attribute__((visibility("default")))
+#define HAK_NO_TSAN     __attribute__((no_sanitize_thread))   /* a deliberate racy read (heap.c) */
 
 /* Reads a word that another thread may be storing at the same time, where
  * the old and the new value serve alike (a unit's limit while its owner
@@ -49,8 +50,10 @@
  * loaded in one access on every 64-bit target). */
 #if defined(__SANITIZE_THREAD__)
 #define HAK_LOAD_SHARED(lvalue) __atomic_load_n(&(lvalue), __ATOMIC_RELAXED)
+#define HAK_STORE_SHARED(lvalue, v) __atomic_store_n(&(lvalue), (v), __ATOMIC_RELAXED)
 #else
 #define HAK_LOAD_SHARED(lvalue) (lvalue)
+#define HAK_STORE_SHARED(lvalue, v) ((lvalue) = (v))
 #endif
 
 /* ---- geometry */
@@ -220,7 +223,10 @@ _Static_assert(offsetof(hak_superslab_t, span_class) % 64 == 0 &&
 /* Unified cache of one class: a stack of free blocks items[0] .. top[-1]
  * with room up to end (pointers, so that each fast path tests and moves the
  * top with no index arithmetic), and (STAT=2) the two counters the fast
- * paths keep and the class, on the same cache line. */
+ * paths keep and the class, on the same cache line. The thread using the
+ * heap alone writes top; items and end change under the heap's slow-path
+ * token only, by the owner or by a drain, which sets items = end and end =
+ * items so that both fast paths fail (docs/thread-memory.md). */
 struct hak_ucache_s {
   void   **top;
   void   **items;
@@ -305,6 +311,13 @@ typedef struct hak_heap_s {
   uint16_t     cache_first[HAK_CLASSES];    /* a class's cache's first capacity, and the most it grows to, */
   uint16_t     cache_room[HAK_CLASSES];     /* as the heap was made (the options may change since) */
   hak_cache_look_t looks[HAK_CLASSES]; /* each class's cache at the last sweeps (heap.c) */
+  /* A drain (drain.c), under the token: the classes whose caches it took,
+   * and the top it saw in each, from which the owner keeps its blocks when
+   * it gives those caches their items back (hak_heap_enter). */
+  uint64_t     drained[(HAK_CLASSES + 63) / 64];
+  void       **drained_at[HAK_CLASSES];
+  uint64_t     tops_seen;              /* purger only: the sum of the caches' tops it last saw, */
+  uint64_t     seen_since;             /* ms since when it saw them so, with the same visits */
 #if HAK_SECURE
   uint64_t     random;                 /* state of the heap's random numbers (hak_random) */
 #endif

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -228,6 +229,22 @@ void hak_os_yield(void) {
   int e = errno;
   sched_yield();
   errno = e;
+}
+
+/* The process registers for the expedited command the first time it needs
+ * it; a command refused with EPERM (not registered: the first call, or a
+ * forked child, whose registration its new mm may not carry) registers and
+ * tries again. Other refusals are final. */
+bool hak_os_fence_others(void) {
+  static _Atomic int refused;
+  if (atomic_load_explicit(&refused, memory_order_relaxed)) return false;
+  int e = errno;
+  long r = syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+  if (r != 0 && errno == EPERM && syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+    r = syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+  if (r != 0) atomic_store_explicit(&refused, 1, memory_order_relaxed);
+  errno = e;
+  return r == 0;
 }
 
 /* Every signal blocked (so that none meant for the program is delivered
