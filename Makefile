@@ -204,6 +204,8 @@ $(T)/fuzz_glibc: tests/fuzz.c tests/check.h $(HDRS) | $(T)
 # (linked whole: libasan has a malloc too)
 $(T)/checker_valgrind: tests/checker_target.c $(B)/valgrind/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/valgrind/libhakmem.a -lpthread
+$(T)/valgrind_test_drain: tests/test_drain.c tests/check.h $(HDRS) $(B)/valgrind/libhakmem.a | $(T)
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/valgrind/libhakmem.a -lpthread
 $(T)/checker_plain: tests/checker_target.c $(B)/libhakmem.a | $(T)
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(B)/libhakmem.a -lpthread
 $(T)/checker_glibc: tests/checker_target.c | $(T)
@@ -231,7 +233,7 @@ TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
              $(T)/stat2_test_stats $(T)/stat2_test_prof $(T)/fuzz $(T)/fuzz_glibc $(T)/fuzz_shim.so \
              $(addprefix $(T)/secure_,$(SECURE_TESTS) fuzz) $(B)/secure/libhakmem-secure.so \
              $(T)/checker_asan $(T)/checker_asan_glibc \
-             $(if $(wildcard /usr/include/valgrind/memcheck.h),$(T)/checker_valgrind $(T)/checker_plain $(T)/checker_glibc \
+             $(if $(wildcard /usr/include/valgrind/memcheck.h),$(T)/checker_valgrind $(T)/valgrind_test_drain $(T)/checker_plain $(T)/checker_glibc \
                $(B)/valgrind/libhakmem.so $(B)/valgrind/$(SONAME))
 
 test: all $(TEST_BINS)

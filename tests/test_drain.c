@@ -82,6 +82,12 @@ static void on_signal(int sig) {
   nanosleep(&ts, NULL);
 }
 
+static bool drained_since(const struct hak_stats *before) {
+  struct hak_stats now;
+  hak_stats_get(&now);
+  return now.cache_drains > before->cache_drains;
+}
+
 static void test_race(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -94,7 +100,10 @@ static void test_race(void) {
   for (int i = 0; i < WORKERS; i++) pthread_create(&w[i], NULL, worker, (void *)++started);
   pthread_create(&tr, NULL, trimmer, NULL);
   long target = stress_scaled(400000);
-  for (unsigned k = 0; atomic_load(&replaced) < target; k++) {
+  /* on until target blocks were replaced, and a drain seen (Valgrind may
+   * run the trimmer late), 20 times that at most */
+  for (unsigned k = 0; atomic_load(&replaced) < target || (atomic_load(&replaced) < 20 * target && !drained_since(&before));
+       k++) {
     for (int i = 0; i < WORKERS; i++) {
       if (pthread_tryjoin_np(w[i], NULL) == 0) pthread_create(&w[i], NULL, worker, (void *)++started);
       else if (k % 4 == 0) pthread_kill(w[i], SIGUSR1);

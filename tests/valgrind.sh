@@ -9,7 +9,8 @@
 # block size, the same count) and from hakmem's own frames; the clean run
 # (threads, every size, realloc across tiers) must show no error and no
 # leak. The default build must miss the use after free and the leak (so the
-# annotations are what finds them). Two real programs are run preloaded
+# annotations are what finds them). tests/test_drain.c runs under memcheck
+# with the Valgrind-aware build. Two real programs are run preloaded
 # with build/valgrind/libhakmem.so and compared with glibc the same way.
 # Prints PASS/FAIL/SKIP lines and "RESULT valgrind <passed> <failed>".
 set -u
@@ -70,6 +71,16 @@ for mode in leak uaf; do
     pass "the default build misses the $mode (the annotations find it)"
   fi
 done
+
+# Drains (src/drain.c) under memcheck: a trimmer takes the caches of
+# threads that are in their fast paths; no error, no block lost, and drains
+# happen (Valgrind's kernel call passes membarrier on).
+STRESS_SCALE=2 "${VG[@]}" $T/valgrind_test_drain >"$OUT/drain" 2>&1
+if grep -q 'ERROR SUMMARY: 0 errors' "$OUT/drain" && grep -qE '^RESULT drain [0-9]+ 0$' "$OUT/drain"; then
+  pass "drains under memcheck: no error"
+else
+  fail "drains under memcheck: no error" "$(tail -20 "$OUT/drain")"
+fi
 
 # Real programs, preloaded: the same findings as under glibc (sort leaks 16
 # bytes of its own). PROOF is what shows that hakmem ran: its frames in the

@@ -234,15 +234,17 @@ void hak_os_yield(void) {
 /* The process registers for the expedited command the first time it needs
  * it; a command refused with EPERM (not registered: the first call, or a
  * forked child, whose registration its new mm may not carry) registers and
- * tries again. Other refusals are final. */
+ * tries again. A kernel without the command (ENOSYS, EINVAL) is not asked
+ * again; other refusals (a seccomp filter, an interrupted call under
+ * Valgrind) fail this fence only. */
 bool hak_os_fence_others(void) {
-  static _Atomic int refused;
-  if (atomic_load_explicit(&refused, memory_order_relaxed)) return false;
+  static _Atomic int unsupported;
+  if (atomic_load_explicit(&unsupported, memory_order_relaxed)) return false;
   int e = errno;
   long r = syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
   if (r != 0 && errno == EPERM && syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
     r = syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-  if (r != 0) atomic_store_explicit(&refused, 1, memory_order_relaxed);
+  if (r != 0 && (errno == ENOSYS || errno == EINVAL)) atomic_store_explicit(&unsupported, 1, memory_order_relaxed);
   errno = e;
   return r == 0;
 }
