@@ -151,6 +151,7 @@ bench: $(B)/libhakmem.so bench-programs
 	python3 bench/run.py
 bench-real: $(B)/libhakmem.so $(BENCH_TOOLS)
 	python3 bench/real.py
+	python3 bench/redis.py
 bench-classic: $(B)/libhakmem.so $(BENCH_TOOLS)
 	python3 bench/real.py --classic
 bench-perf: $(B)/libhakmem.so bench-programs

@@ -139,6 +139,16 @@ static inline int run_self(const char *const *env, char *out, size_t out_size, c
   return status;
 }
 
+/* 1 if the kernel offers the fence that drains need (membarrier's private
+ * expedited command, src/drain.c); without it caches are not drained, and
+ * the tests check what happens then. */
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+static inline int drains_possible(void) {
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+}
+
 /* The resident set of this process in bytes, -1 if /proc cannot tell. */
 static inline long rss_bytes(void) {
   long size = 0, resident = 0;

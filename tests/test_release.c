@@ -39,8 +39,11 @@
 
 #define MIB ((long)1 << 20)
 #define SLEEPER_BYTES (96 * MIB)
-#define RETURNED_BOUND (4 * MIB)   /* what a sleeping thread may keep: its caches are drained */
-#define BATCHES_BOUND (12 * MIB)   /* two that free each other's blocks: their partial batches for each other */
+/* What a sleeping thread may keep: its caches are drained (16 MiB, its
+ * caches' slabs, where the kernel offers no fence for drains); two that
+ * free each other's blocks also keep their partial batches for each other. */
+#define RETURNED_BOUND (drains_possible() ? 4 * MIB : 16 * MIB)
+#define BATCHES_BOUND (drains_possible() ? 12 * MIB : 32 * MIB)
 
 /* Resident bytes read with system calls only (no allocation: the decay test
  * makes no allocator call while it waits). */
