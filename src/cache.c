@@ -252,23 +252,28 @@ void hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n) {
   HAK_COUNT(h->counters[cls].flush_blocks, n);
 }
 
-/* A cache that grew goes back to its first items. */
-void hak_cache_shrink(hak_heap_t *h, unsigned cls) {
+/* The class's cache starts again as in a new heap (slow start, no
+ * swings), in its first items, holding the n blocks at from (n at most its
+ * first capacity; they may lie there already): after its blocks went back
+ * (hak_cache_return), or after a drain (drain.c). */
+void hak_cache_restart(hak_heap_t *h, unsigned cls, void **from, uint32_t n) {
   hak_ucache_t *c = &h->cache[cls];
-  if (hak_cache_cap(c) == h->cache_first[cls]) return;
-  void **first = hak_cache_items_at(h, cls, false);
-  c->top = c->items = first;
-  c->end = first + h->cache_first[cls];
-}
-
-/* A class's cache goes back to its slabs, and to its first items: the
- * class starts again as in a new heap (slow start, no swings). */
-void hak_cache_return(hak_heap_t *h, unsigned cls) {
-  hak_cache_flush(h, cls, hak_cache_count(&h->cache[cls]));
-  hak_cache_shrink(h, cls);
+  if (n || hak_cache_cap(c) != h->cache_first[cls]) {   /* grown, or drained (end below items) */
+    void **first = hak_cache_items_at(h, cls, false);
+    if (n) memmove(first, from, n * sizeof(void *));
+    c->items = first;
+    c->end = first + h->cache_first[cls];
+  }
+  HAK_STORE_SHARED(c->top, c->items + n);
   h->refill_batch[cls] = 0;
   h->swings[cls] = 0;
   h->flushing[cls] = 0;
+}
+
+/* A class's cache goes back to its slabs, and starts again. */
+void hak_cache_return(hak_heap_t *h, unsigned cls) {
+  hak_cache_flush(h, cls, hak_cache_count(&h->cache[cls]));
+  hak_cache_restart(h, cls, NULL, 0);
 }
 
 /* A cache that fills up with no flush since its last refill, after it had

@@ -59,26 +59,18 @@ bool hak_cache_drain(hak_heap_t *h) {
   return fenced;
 }
 
-/* Each drained cache goes back to its first items (as hak_cache_return
- * leaves a cache: slow start, no swings) with the blocks [S, top) the
- * drain left it. */
+/* Each drained cache starts again in its first items (hak_cache_restart)
+ * with the blocks [S, top) the drain left it. */
 void hak_cache_undrain(hak_heap_t *h) {
   for (unsigned cls = 0; cls < HAK_CACHED_CLASSES; cls++) {
     if (!(h->drained[cls / 64] >> (cls % 64) & 1)) continue;
-    hak_ucache_t *c = &h->cache[cls];
-    void **at = h->drained_at[cls], **top = c->top, **first = hak_cache_items_at(h, cls, false);
+    void **at = h->drained_at[cls], **top = h->cache[cls].top;
     uint32_t kept = top > at ? (uint32_t)(top - at) : 0, room = h->cache_first[cls];
     if (kept > room) {
       hak_slab_put_runs(h, cls, at + room, kept - room);
       kept = room;
     }
-    memmove(first, at, kept * sizeof(void *));
-    c->items = first;
-    c->end = first + room;
-    HAK_STORE_SHARED(c->top, first + kept);
-    h->refill_batch[cls] = 0;
-    h->swings[cls] = 0;
-    h->flushing[cls] = 0;
+    hak_cache_restart(h, cls, at, kept);
   }
   h->drained[0] = h->drained[1] = 0;
 }

@@ -201,7 +201,7 @@ static bool inbox_any(hak_heap_t *h) {
  * its thread may move them (a guess, which ThreadSanitizer is told not to
  * check: its slow paths move them with plain stores): it changes with
  * every malloc and free but the pairs that undo each other. */
-static HAK_NO_TSAN uint64_t cached_tops(hak_heap_t *h) {
+__attribute__((no_sanitize("thread"))) static uint64_t cached_tops(hak_heap_t *h) {
   uint64_t sum = 0;
   for (unsigned c = 0; c < HAK_CACHED_CLASSES; c++) {
     const volatile hak_ucache_t *k = &h->cache[c];

@@ -39,7 +39,6 @@
 #define HAK_COLD        __attribute__((cold, noinline))
 #define HAK_INLINE      static inline __attribute__((always_inline))
 #define HAK_EXPORT      __attribute__((visibility("default")))
-#define HAK_NO_TSAN     __attribute__((no_sanitize_thread))   /* a deliberate racy read (heap.c) */
 
 /* Reads a word that another thread may be storing at the same time, where
  * the old and the new value serve alike (a unit's limit while its owner
