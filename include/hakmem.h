@@ -149,6 +149,7 @@ void        hak_options_print(hak_write_fn *write, void *arg);
   X(purger_passes, "sweeps of the background purger")                     \
   X(cache_drains, "caches of other threads' heaps taken back (idle, trim)")  \
   X(drained_blocks, "blocks those drains returned to their slabs")         \
+  X(drained_batches, "batches of remote frees those drains sent on")        \
   X(ace_periods, "periods the adaptive controller has judged")             \
   X(rss, "resident set size now, bytes")                                   \
   X(rss_peak, "peak resident set size, bytes")                             \

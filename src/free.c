@@ -115,12 +115,22 @@ HAK_INLINE hak_heap_t *heap_of_cache(hak_ucache_t *k, unsigned cls) {
   return (hak_heap_t *)((char *)(k - cls) - offsetof(hak_heap_t, cache));
 }
 
-static void batch_flush(hak_remote_batch_t *b, unsigned cls) {
+/* Push batch b of class cls, if it holds blocks, on the inbox of the heap
+ * whose cache is owner, and empty it. */
+static void batch_send(hak_remote_batch_t *b, unsigned cls, hak_ucache_t *owner) {
   if (!b->head) return;
   if (hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)batch_in_head(b);
-  inbox_push(heap_of_cache(b->owner, cls), cls, b->head, b->tail);
-  *b = (hak_remote_batch_t){.owner = b->owner, .limit = b->limit, .room = b->room};
+  inbox_push(heap_of_cache(owner, cls), cls, b->head, b->tail);
+  b->slot = b->slot_end = b->head = b->tail = NULL;
+  b->count = 0;
 }
+
+static void batch_flush(hak_remote_batch_t *b, unsigned cls) { batch_send(b, cls, b->owner); }
+
+/* A drain (drain.c) sends the batch of class cls of h, whose owner it set
+ * to NULL before its fence and which was owner's; the batch stays without
+ * one, so that h's thread opens its next batch on a slow path. */
+void hak_remote_batch_drain(hak_heap_t *h, unsigned cls, hak_ucache_t *owner) { batch_send(&h->outgoing[cls], cls, owner); }
 
 void hak_remote_flush_all(hak_heap_t *h) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) batch_flush(&h->outgoing[c], c);
@@ -156,7 +166,7 @@ static void free_remote_batch(hak_heap_t *h, void *p, hak_slab_t *s) {
   hak_remote_batch_t *b = &h->outgoing[cls];
   if (b->owner != s->cache) {
     batch_flush(b, cls);
-    b->owner = s->cache;
+    HAK_STORE_SHARED(b->owner, s->cache);
   }
   if (b->head && b->slot < b->head + 3 + b->room) batch_store(b, p);
   else batch_open(b, hak_batch_counted(cls), p);
@@ -166,16 +176,31 @@ static void free_remote_batch(hak_heap_t *h, void *p, hak_slab_t *s) {
 /* What free's fast path below leaves: a sampled block (the profiler's heap
  * owns it; no batch has that owner), a thread without a heap (the empty
  * heap's batches have none), another owner, a batch that reaches its
- * limit. */
+ * limit or that a drain sent (drain.c). The batches change here under the
+ * heap's token, which a drain holds. */
 static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s) {
   hak_superslab_t *ss = hak_ss_of(p);
-  if (HAK_UNLIKELY(ss->owner == hak_prof_heap))   /* NULL while profiling is off */
+  if (HAK_UNLIKELY(ss->owner == hak_prof_heap)) {   /* NULL while profiling is off */
     hak_prof_free(p);
-  else if (HAK_UNLIKELY(h == &hak_heap_empty))
+  } else if (HAK_UNLIKELY(h == &hak_heap_empty)) {
     free_remote_no_heap(p, ss, s);
-  else
+  } else {
+    bool entered = hak_heap_enter(h);
     free_remote_batch(h, p, s);
+    hak_heap_leave(h, entered);
+  }
   hak_purger_poll();
+}
+
+/* The owner's half of a drain's handshake on the batches (drain.c): set
+ * before free's fast path below reads a batch's owner, cleared (a release
+ * store) after its last store to the batch. The compiler keeps the order;
+ * the drainer's membarrier stands for the processor's fence. Atomic stores
+ * because the empty heap's flag is every heapless thread's (a plain mov). */
+HAK_INLINE void sending(hak_heap_t *h, uint8_t on) {
+  atomic_signal_fence(memory_order_seq_cst);
+  __atomic_store_n(&h->sending, on, on ? __ATOMIC_RELAXED : __ATOMIC_RELEASE);
+  atomic_signal_fence(memory_order_seq_cst);
 }
 
 /* A block of a slab owned by another heap (or by an exited thread's heap):
@@ -193,16 +218,20 @@ HAK_NOINLINE void hak_free_remote(void *p, hak_slab_t *s) {
   hak_heap_t *h = hak_tls_heap;
   hak_remote_batch_t *b = &h->outgoing[s->cls];
   HAK_PIN(b);
-  if (HAK_LIKELY(b->owner == s->cache)) {
+  sending(h, 1);
+  if (HAK_LIKELY(HAK_LOAD_SHARED(b->owner) == s->cache)) {
     if (HAK_LIKELY(b->slot < b->slot_end)) {
       batch_store(b, p);
+      sending(h, 0);
       return;
     }
     if (batch_blocks(b) + 1 < b->limit) {   /* the newest container is full */
       batch_open(b, b->room != 0, p);
+      sending(h, 0);
       return;
     }
   }
+  sending(h, 0);
   free_remote_slow(h, p, s);
 }
 

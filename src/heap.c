@@ -166,11 +166,12 @@ void hak_heap_fork_prepare(void) {
 void hak_heap_fork_done(void) { atomic_store(&collector, 0); }
 
 /* Take the inboxes of heap h, in use by another thread, back to their
- * slabs, and with drain its caches too (drain.c), holding the heap's token
+ * slabs, and with drain its caches and batches of remote frees too
+ * (drain.c; *sent counts the batches it sent), holding the heap's token
  * (above) and the collector (so that a fork waits for it); false if h's
  * thread is in its slow paths (it takes them itself) or, with wait false,
  * another collector is at work. */
-static bool reclaim_other(hak_heap_t *h, bool wait, bool drain) {
+static bool reclaim_other(hak_heap_t *h, bool wait, bool drain, uint32_t *sent) {
   int open = 0;
   while (!atomic_compare_exchange_strong(&collector, &open, 1)) {
     if (!wait || open == 2) return false;
@@ -183,7 +184,7 @@ static bool reclaim_other(hak_heap_t *h, bool wait, bool drain) {
   if (taken) {
     if (atomic_load(&h->state) == HAK_HEAP_ACTIVE) {
       hak_heap_collect_all(h);
-      if (drain && h->thread) hak_cache_drain(h);
+      if (drain && h->thread) *sent += hak_heap_drain(h);
     }
     atomic_store_explicit(&h->slow, 0, memory_order_release);
   }
@@ -197,16 +198,21 @@ static bool inbox_any(hak_heap_t *h) {
   return false;
 }
 
-/* The sum of the tops of h's caches that hold blocks (0: none), read while
- * its thread may move them (a guess, which ThreadSanitizer is told not to
- * check: its slow paths move them with plain stores): it changes with
- * every malloc and free but the pairs that undo each other. */
-__attribute__((no_sanitize("thread"))) static uint64_t cached_tops(hak_heap_t *h) {
+/* The sum of the tops of h's caches that hold blocks and of the next
+ * slots of its batches of remote frees that hold some (0: none), read
+ * while its thread may move them (a guess, which ThreadSanitizer is told
+ * not to check: its slow paths move them with plain stores): it changes
+ * with every malloc and free but the pairs that undo each other. */
+__attribute__((no_sanitize("thread"))) static uint64_t held_sum(hak_heap_t *h) {
   uint64_t sum = 0;
   for (unsigned c = 0; c < HAK_CACHED_CLASSES; c++) {
     const volatile hak_ucache_t *k = &h->cache[c];
     void **top = k->top;
     if (top > k->items) sum += (uintptr_t)top;
+  }
+  for (unsigned c = 0; c < HAK_CLASSES; c++) {
+    const volatile hak_remote_batch_t *b = &h->outgoing[c];
+    if (b->head) sum += (uintptr_t)b->slot + b->count;
   }
   return sum;
 }
@@ -232,30 +238,39 @@ __attribute__((no_sanitize("thread"))) static uint64_t cached_tops(hak_heap_t *h
  * not in its slow paths. Returns when the purger should look again (0: no
  * need): at once for inboxes left to a busy heap, else while a heap holds
  * cached blocks. */
-uint64_t hak_heap_reclaim_others(bool all) {
+static uint64_t reclaim_round(bool all, uint32_t *sent) {
   uint64_t now = hak_os_now_ms(), next = 0;
   uint64_t idle = hak_release_delay() > IDLE_LOOK_MS ? hak_release_delay() : IDLE_LOOK_MS;
   for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap) {
     if (h == hak_prof_heap || h == hak_tls_heap || atomic_load_explicit(&h->state, memory_order_relaxed) != HAK_HEAP_ACTIVE)
       continue;
     bool any = inbox_any(h), busy = false, drain = all;
-    if (!all) {   /* visits_seen, tops_seen and seen_since are the purger's */
+    if (!all) {   /* visits_seen, held_seen and seen_since are the purger's */
       uint32_t visits = atomic_load_explicit(&h->visits, memory_order_relaxed);
-      uint64_t tops = cached_tops(h);
+      uint64_t held = held_sum(h);
       busy = visits != h->visits_seen;
-      if (busy || tops != h->tops_seen) h->seen_since = now;
+      if (busy || held != h->held_seen) h->seen_since = now;
       h->visits_seen = visits;
-      h->tops_seen = tops;
-      drain = tops && now - h->seen_since >= idle;
-      if (tops && !drain) next = hak_deadline_min(next, h->seen_since + idle);
+      h->held_seen = held;
+      drain = held && now - h->seen_since >= idle;
+      if (held && !drain) next = hak_deadline_min(next, h->seen_since + idle);
     }
     if ((any && !busy) || drain) {
-      if (!reclaim_other(h, all, drain) && any) next = hak_deadline_min(next, now + 1);
+      if (!reclaim_other(h, all, drain, sent) && any) next = hak_deadline_min(next, now + 1);
     } else if (any) {
       next = hak_deadline_min(next, now + 1);
     }
   }
   return next;
+}
+
+uint64_t hak_heap_reclaim_others(bool all) {
+  uint32_t sent = 0;
+  uint64_t next = reclaim_round(all, &sent);
+  /* The batches sent wait in their owners' inboxes: a trim takes them now
+   * (those of its own heap are its caller's), the purger at its next pass. */
+  if (sent && all) return reclaim_round(true, &sent);
+  return sent ? hak_deadline_min(next, hak_os_now_ms() + 1) : next;
 }
 
 /* A cache goes back to its slabs when IDLE_SWEEPS sweeps in a row found it

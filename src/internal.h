@@ -126,9 +126,9 @@ void hak_heap_fork_done(void);
 void hak_heap_collect_idle(hak_heap_t *h);
 
 /* ---- drain.c: a heap's caches taken back by another thread (docs/thread-memory.md) */
-bool hak_cache_drain(hak_heap_t *h);     /* caller holds h's token, h is another thread's; true: blocks went back */
+uint32_t hak_heap_drain(hak_heap_t *h);  /* caller holds h's token, h is another thread's; batches it sent */
 void hak_cache_undrain(hak_heap_t *h);   /* h's own thread, token held: its drained caches get their items back */
-void hak_drain_stats(struct hak_stats *st);   /* cache_drains, drained_blocks */
+void hak_drain_stats(struct hak_stats *st);   /* cache_drains, drained_blocks, drained_batches */
 
 /* ---- cache.c: unified cache refill and flush (the tiny/mid slow paths) */
 void *hak_malloc_slow(size_t size);
@@ -254,6 +254,7 @@ void hak_free_slow(void *p);
 void hak_free_other(const void *p);
 void hak_free_remote(void *p, hak_slab_t *s);
 void hak_remote_flush_all(hak_heap_t *h);
+void hak_remote_batch_drain(hak_heap_t *h, unsigned cls, hak_ucache_t *owner);   /* drain.c */
 _Noreturn void hak_fatal_pointer(const char *fn, const char *what, const void *p);
 _Noreturn void hak_fatal_block(const char *fn, const char *freed, const void *p);
 /* The same for free's fast path; declared returning so that the calls are

@@ -147,7 +147,7 @@ static void subtract_baseline(struct hak_stats *st) {
 #define EVENT_(name) st->name -= b->name;
   EVENT_(bigcache_hits) EVENT_(bigcache_misses) EVENT_(os_maps) EVENT_(os_map_bytes) EVENT_(os_unmaps)
   EVENT_(os_unmap_bytes) EVENT_(os_decommits) EVENT_(os_decommit_bytes) EVENT_(os_remaps) EVENT_(purger_passes)
-  EVENT_(cache_drains) EVENT_(drained_blocks)
+  EVENT_(cache_drains) EVENT_(drained_blocks) EVENT_(drained_batches)
   EVENT_(allocs) EVENT_(frees) EVENT_(ace_periods)
   for (unsigned i = 0; i < hak_knob_count; i++) {
     EVENT_(knobs[i].ups) EVENT_(knobs[i].downs)
@@ -283,7 +283,9 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   hak_out_u64(o, st->cache_drains);
   hak_out_str(o, " caches drained (");
   hak_out_u64(o, st->drained_blocks);
-  hak_out_str(o, " blocks)\n ace: ");
+  hak_out_str(o, " blocks), ");
+  hak_out_u64(o, st->drained_batches);
+  hak_out_str(o, " remote-free batches sent\n ace: ");
   if (!hak_opt(hak_option_ace)) hak_out_str(o, "off (ACE=0), knobs fixed at their options\n");
   else print_knobs(o, st);
   hak_out_str(o, " rss: ");

@@ -261,7 +261,8 @@ typedef struct hak_remote_batch_s {
   hak_ucache_t *owner;       /* the cache of the class in the heap it goes to, which names that heap
                                 as the slab descriptors of its blocks do (free's fast path compares
                                 the two); kept when it is flushed, so that the next free for that
-                                heap opens the next batch on free's fast path */
+                                heap opens the next batch on free's fast path; NULL: none yet, or
+                                a drain sent the batch (drain.c). Written under the heap's token */
   void   **slot;           /* where the newest container's next address goes (word 3 + addresses in it) */
   void   **slot_end;       /* free's fast path stores below it: the container's room or the batch's limit ends there */
   void   **head, **tail;   /* newest and oldest container */
@@ -290,6 +291,7 @@ typedef struct hak_heap_s {
                                           sample (prof.c) */
   struct hak_prof_state_s *prof;       /* heap profiling's state, just after the heap; NULL: off */
   hak_class_counters_t counters[HAK_CLASSES];
+  uint8_t      sending;                /* 1 while free's fast path stores in outgoing (free.c, drain.c) */
   hak_remote_batch_t outgoing[HAK_CLASSES];  /* blocks of other heaps freed here */
   hak_slab_t  *warm[HAK_CLASSES];      /* warm pool: slabs with free blocks */
   hak_slab_t  *full[HAK_CLASSES];      /* slabs with nothing left to hand out */
@@ -315,7 +317,7 @@ typedef struct hak_heap_s {
    * it gives those caches their items back (hak_heap_enter). */
   uint64_t     drained[(HAK_CLASSES + 63) / 64];
   void       **drained_at[HAK_CLASSES];
-  uint64_t     tops_seen;              /* purger only: the sum of the caches' tops it last saw, */
+  uint64_t     held_seen;              /* purger only: what it last saw the caches and batches hold (heap.c), */
   uint64_t     seen_since;             /* ms since when it saw them so, with the same visits */
 #if HAK_SECURE
   uint64_t     random;                 /* state of the heap's random numbers (hak_random) */

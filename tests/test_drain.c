@@ -11,9 +11,11 @@
  *    contents until it is freed (a block handed out twice, or taken back
  *    while in use, is overwritten), drains happen, and the workers' caches
  *    work again after each.
- *  - idle: a thread fills its caches, frees and sleeps: malloc_trim(0) from
- *    the main thread returns its caches (the drain count grows), and when
- *    it wakes, its kept block is intact and it allocates and frees again.
+ *  - idle: a thread fills its caches, frees blocks of the main thread too
+ *    (its partial batches of remote frees) and sleeps: malloc_trim(0) from
+ *    the main thread returns its caches and sends its batches (the drain
+ *    counts grow), and when it wakes, its kept block is intact and it
+ *    allocates and frees again, the main thread's blocks too.
  * Both also run under ThreadSanitizer, through the hak_* API. Where the
  * kernel offers no fence (drains_possible), no cache may be drained, and
  * every block must still keep its contents. */
@@ -120,21 +122,26 @@ static void test_race(void) {
   pthread_join(tr, NULL);
   for (int i = 0; i < EXCHANGE; i++) block_free(atomic_exchange(&exchange[i], NULL));
   hak_stats_get(&after);
-  printf("race: %ld blocks replaced, %llu caches drained, %llu blocks taken back\n", atomic_load(&replaced),
-         after.cache_drains - before.cache_drains, after.drained_blocks - before.drained_blocks);
+  printf("race: %ld blocks replaced, %llu caches drained, %llu blocks taken back, %llu remote-free batches sent\n",
+         atomic_load(&replaced), after.cache_drains - before.cache_drains, after.drained_blocks - before.drained_blocks,
+         after.drained_batches - before.drained_batches);
   CHECK(atomic_load(&corrupt) == 0, "race: %d blocks lost their contents while drains ran", atomic_load(&corrupt));
   CHECK(atomic_load(&failed) == 0, "race: %d allocations failed", atomic_load(&failed));
   if (drains_possible())
     CHECK(after.cache_drains > before.cache_drains, "race: no cache was drained (%llu before, %llu after)",
           before.cache_drains, after.cache_drains);
   else
-    CHECK(after.cache_drains == before.cache_drains, "race: caches drained without the kernel's fence");
+    CHECK(after.cache_drains == before.cache_drains && after.drained_batches == before.drained_batches,
+          "race: caches drained without the kernel's fence");
   signal(SIGUSR1, SIG_DFL);
 }
+
+enum { FOREIGN = 64 };   /* blocks of the main thread an idler frees before it sleeps, and after */
 
 struct idler {
   sem_t freed, wake;
   unsigned char *kept;
+  unsigned char *foreign[2][FOREIGN];
   int bad;
 };
 
@@ -147,6 +154,7 @@ static void *idler_main(void *arg) {
     for (int i = 0; i < N; i++) blocks[i] = block_new(&rng);
     if (round == 0) d->kept = blocks[N / 2], blocks[N / 2] = NULL;
     for (int i = 0; i < N; i++) block_free(blocks[i]);
+    for (int i = 0; i < FOREIGN; i++) block_free(d->foreign[round][i]);
     if (round == 0) {
       sem_post(&d->freed);
       sem_wait(&d->wake);   /* asleep, its caches full, while main trims */
@@ -161,6 +169,9 @@ static void test_idle(void) {
   memset(&d, 0, sizeof d);
   sem_init(&d.freed, 0, 0);
   sem_init(&d.wake, 0, 0);
+  uint64_t rng = 5;
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < FOREIGN; i++) d.foreign[r][i] = block_new(&rng);
   pthread_t t;
   pthread_create(&t, NULL, idler_main, &d);
   sem_wait(&d.freed);
@@ -168,10 +179,14 @@ static void test_idle(void) {
   hak_stats_get(&before);
   T_trim();
   hak_stats_get(&after);
-  if (drains_possible())
+  if (drains_possible()) {
     CHECK(after.drained_blocks > before.drained_blocks, "idle: trim drained no block of the sleeping thread's caches");
-  else
-    CHECK(after.drained_blocks == before.drained_blocks, "idle: caches drained without the kernel's fence");
+    CHECK(after.drained_batches > before.drained_batches,
+          "idle: trim sent none of the sleeping thread's batches of the main thread's blocks");
+  } else {
+    CHECK(after.drained_blocks == before.drained_blocks && after.drained_batches == before.drained_batches,
+          "idle: caches drained without the kernel's fence");
+  }
   sem_post(&d.wake);
   pthread_join(t, NULL);
   CHECK(atomic_load(&corrupt) == 0, "idle: %d blocks lost their contents", atomic_load(&corrupt));

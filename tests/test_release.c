@@ -39,11 +39,12 @@
 
 #define MIB ((long)1 << 20)
 #define SLEEPER_BYTES (96 * MIB)
-/* What a sleeping thread may keep: its caches are drained (16 MiB, its
- * caches' slabs, where the kernel offers no fence for drains); two that
- * free each other's blocks also keep their partial batches for each other. */
+/* What a sleeping thread may keep: its caches and its partial batches of
+ * other threads' blocks are drained (16 MiB, its caches' slabs, where the
+ * kernel offers no fence for drains; two that free each other's blocks
+ * then also keep their batches for each other). */
 #define RETURNED_BOUND (drains_possible() ? 4 * MIB : 16 * MIB)
-#define BATCHES_BOUND (drains_possible() ? 12 * MIB : 32 * MIB)
+#define BATCHES_BOUND (drains_possible() ? 2 * RETURNED_BOUND : 32 * MIB)
 
 /* Resident bytes read with system calls only (no allocation: the decay test
  * makes no allocator call while it waits). */
