@@ -372,8 +372,13 @@ hak_heap_t *hak_heap_new(bool few_cached) {
 #endif
     h->cache[c].top = h->cache[c].items = it;
     h->cache[c].end = it + cap;
+    /* A batch fills the owner's refill, which takes up to three quarters
+     * of the cache from its inbox: xthread (every free remote) ran 26%
+     * faster than with batches of a quarter (medians of 11 interleaved
+     * runs, 27.8M -> 35.1M ops/s) for 0.26 MiB more of its 2.6 MiB peak.
+     * What a sleeping thread's partial batches hold, drains send (drain.c). */
     hak_remote_batch_t *b = &h->outgoing[c];
-    b->limit = cap >= 8 ? cap / 4 : 1;
+    b->limit = cap >= 8 ? cap - cap / 4 : 1;
     uint32_t holds = hak_container_room(c);   /* a container of the batch lists fewer than its limit */
     b->room = holds < b->limit - 1 ? holds : b->limit - 1;
     it += cap;

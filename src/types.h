@@ -267,7 +267,7 @@ typedef struct hak_remote_batch_s {
   void   **slot_end;       /* free's fast path stores below it: the container's room or the batch's limit ends there */
   void   **head, **tail;   /* newest and oldest container */
   uint32_t count;          /* blocks in the batch but the addresses in the newest container */
-  uint32_t limit;          /* blocks: a quarter of the class's cache capacity, at least 1 */
+  uint32_t limit;          /* blocks: three quarters of the class's cache capacity, at least 1 */
   uint32_t room;           /* addresses a container holds */
 } hak_remote_batch_t;
 

@@ -303,8 +303,10 @@ static void test_empty_superslab(void) {
 /* A thread's remote frees travel in batches: a partial batch waits in the
  * freeing thread until it fills up or the thread trims (or exits); a trim
  * from any thread takes the inboxes of the others back to their slabs. */
+enum { BATCH_BLOCKS = 1024 };
+
 static struct {
-  void *blocks[64];
+  void *blocks[BATCH_BLOCKS];
   hak_heap_t *owner;
   unsigned cls;
   uint32_t limit;
@@ -351,13 +353,13 @@ static void test_remote_batch(void) {
   batch.owner = hak_heap_get();
   batch.cls = hak_class_of(100);
   batch.limit = batch.owner->outgoing[batch.cls].limit;
-  CHECK(batch.limit > 3 && 4 + batch.limit <= 64, "batch limit %u", batch.limit);
-  for (int i = 0; i < 64; i++) batch.blocks[i] = malloc(100);
+  CHECK(batch.limit > 3 && 4 + batch.limit <= BATCH_BLOCKS, "batch limit %u", batch.limit);
+  for (int i = 0; i < BATCH_BLOCKS; i++) batch.blocks[i] = malloc(100);
   pthread_t t;
   pthread_create(&t, NULL, batch_thread, NULL);
   pthread_join(t, NULL);
   hak_heap_collect_all(batch.owner);
-  for (uint32_t i = 4 + batch.limit; i < 64; i++) free(batch.blocks[i]);
+  for (uint32_t i = 4 + batch.limit; i < BATCH_BLOCKS; i++) free(batch.blocks[i]);
 }
 
 static void test_release(void) {
