@@ -210,7 +210,7 @@ const char *hak_ace_name(enum hak_knob_e knob);
 void hak_ace_describe(hak_out_t *o);   /* the banner's line */
 
 /* ---- purger.c: the background purge thread */
-enum { PURGER_NONE, PURGER_WANTED, PURGER_STARTING, PURGER_RUNNING };
+enum { PURGER_NONE, PURGER_ASKED, PURGER_WANTED, PURGER_STARTING, PURGER_RUNNING };   /* purger.c */
 extern _Atomic int hak_purger_state;
 void hak_purger_notify(void);
 void hak_purger_stop(bool for_good);

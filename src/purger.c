@@ -8,10 +8,17 @@
  * It never allocates and never touches a heap's caches, so the fast paths
  * know nothing of it.
  *
- * It starts on first need: the first deadline scheduled asks for it, and the
- * next slow path that can safely create a thread (hak_purger_poll: malloc's,
- * and free's of another thread's block or of a large block, which may be
- * all a thread does) starts it.
+ * It starts on first need once the program has a second thread: the first
+ * deadline scheduled asks for it (ASKED while the program's threads that
+ * use the allocator are one, WANTED from the second), and the next slow
+ * path that can safely create a thread (hak_purger_poll: malloc's, and
+ * free's of another thread's block or of a large block, which may be all a
+ * thread does) starts it. A program with one thread stays with one: its
+ * own slow paths return its memory, as they did before the purger, and
+ * what a second thread would be visible to stays as under glibc (Python
+ * 3.12 warns that a fork() in a process with threads may deadlock, which
+ * failed CPython's test_threading; unshare(CLONE_NEWUSER) refuses a
+ * process with threads).
  * With nothing pending it sleeps on a futex; whoever schedules the next
  * deadline wakes it. BACKGROUND_PURGE=0 keeps it from starting (a running one
  * stays idle). It stops when the last thread with a heap exits, and starts
@@ -91,8 +98,9 @@ void hak_purger_notify(void) {
   if (!hak_opt(hak_option_background_purge)) return;
   if (s == PURGER_RUNNING) {
     if (atomic_load(&sleeping) && atomic_exchange(&sleeping, 0)) wake_purger();
-  } else if (s == PURGER_NONE) {
-    atomic_compare_exchange_strong(&hak_purger_state, &s, PURGER_WANTED);
+  } else if (s == PURGER_NONE || s == PURGER_ASKED) {
+    int want = atomic_load(&live_threads) >= 2 ? PURGER_WANTED : PURGER_ASKED;
+    if (want != s) atomic_compare_exchange_strong(&hak_purger_state, &s, want);
   }
 }
 
@@ -113,7 +121,11 @@ void hak_purger_start(void) {
  * that has a heap exits (pthread_exit of the last thread ends a process
  * only if no other thread is left), it stops the purger and waits for it;
  * a later need starts it again. */
-void hak_purger_thread_started(void) { atomic_fetch_add(&live_threads, 1); }
+void hak_purger_thread_started(void) {
+  int asked = PURGER_ASKED;   /* after the count, which a notify reads after its look at the state */
+  if (atomic_fetch_add(&live_threads, 1) >= 1)
+    atomic_compare_exchange_strong(&hak_purger_state, &asked, PURGER_WANTED);
+}
 
 void hak_purger_thread_done(void) {
   if (atomic_fetch_sub(&live_threads, 1) == 1) hak_purger_stop(false);
@@ -127,7 +139,7 @@ void hak_purger_stop(bool for_good) {
   atomic_store(&stopping, 1);
   wake_purger();
   hak_os_thread_join(purger_id);
-  if (!for_good) atomic_store(&hak_purger_state, PURGER_WANTED);
+  if (!for_good) atomic_store(&hak_purger_state, PURGER_ASKED);
 }
 
 /* In a forked child the purger (like every thread but the caller) is gone,
@@ -151,7 +163,7 @@ static void fork_child(void) {
   hak_ace_forked();
   int s = atomic_load_explicit(&hak_purger_state, memory_order_relaxed);
   atomic_store(&sleeping, 0);
-  atomic_store(&hak_purger_state, s == PURGER_NONE ? PURGER_NONE : PURGER_WANTED);
+  atomic_store(&hak_purger_state, s == PURGER_NONE ? PURGER_NONE : PURGER_ASKED);   /* the child has one thread */
   atomic_store(&live_threads, hak_tls_heap != &hak_heap_empty);
   HAK_TRACK_LEAVE();
 }

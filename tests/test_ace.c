@@ -3,6 +3,7 @@
  * bounds, it relaxes), then the knobs of a running allocator moving on real
  * signs, and standing still with HAKMEM_ACE=0. Linked against the static
  * library with the override on. */
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -319,7 +320,18 @@ static void test_report(void) {
         "JSON report lacks the knobs");
 }
 
+/* A second thread of the program, so that the background purger runs
+ * (purger.c: not in a program with one thread): its sweeps decommit the
+ * units that the tests then take back, and its passes judge the periods. */
+static void *second_thread(void *arg) {
+  free(malloc(16));
+  for (;;) pause();
+  return arg;
+}
+
 int main(void) {
+  pthread_t t;
+  pthread_create(&t, NULL, second_thread, NULL);
   test_converges();
   test_relaxes();
   test_bounds();

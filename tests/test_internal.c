@@ -862,7 +862,11 @@ static void test_heap_adoption(void) {
   CHECK(exited_heap->purge_at == 0, "exited thread's heap still has a purge pending");
   CHECK(dirty == 0, "%d SuperSlabs of the exited thread still dirty", dirty);
   hak_trim();
-  CHECK(exited_heap->superslabs == NULL, "malloc_trim left the exited thread's SuperSlabs");
+  /* A SuperSlab with a block in use stays: the thread may have started the
+   * background purger, whose creation allocated (glibc's thread state) */
+  int empty = 0;
+  for (hak_superslab_t *ss = exited_heap->superslabs; ss; ss = ss->next) empty += ss->free_units == HAK_UNITS_ALL;
+  CHECK(empty == 0, "malloc_trim left %d empty SuperSlabs of the exited thread", empty);
   hak_heap_t *first = exited_heap;
   pthread_create(&t, NULL, heap_thread, NULL);
   pthread_join(t, NULL);

@@ -16,8 +16,9 @@
  *    run again, so that no slow path has started the purger yet), where
  *    nothing but those remote frees asks for the background purger, the
  *    resident set falls by itself while the threads sleep, and stays down
- *    after they exit. What stays while they sleep is their partial batches
- *    for each other (a slab each), which only their own threads send.
+ *    after they exit (drains send their partial batches for each other).
+ *  - alone: a fresh process with one thread frees memory and gets no
+ *    background purger (it keeps one thread); a second thread lets it start.
  *  - race: threads that empty and refill slabs as fast as they can, while
  *    another trims in a loop and the purger sweeps with no delay, and a
  *    fork now and then: every block keeps its contents (the sweeps never
@@ -227,6 +228,68 @@ static int cross_decay_fresh(void) {
   return test_done("release-fresh");
 }
 
+/* The threads of this process (/proc/self/stat's num_threads), 0 if unknown. */
+static atomic_int alone_bad;
+
+static int threads_now(void) {
+  char buf[1024];
+  int fd = open("/proc/self/stat", O_RDONLY);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');   /* the fields after the command's name; num_threads is the 20th */
+  for (int field = 2; p && field < 20; field++) p = strchr(p + 1, ' ');
+  return p ? atoi(p + 1) : 0;
+}
+
+static sem_t partner_go;
+
+static void *partner(void *arg) {
+  uint64_t rng = 31;
+  unsigned char *blocks[1024];
+  size_t sizes[1024];
+  size_t n = churn_once(&rng, 16 * MIB, blocks, sizes, 1024);
+  atomic_fetch_add(&alone_bad, n == 0 || check_and_free(blocks, sizes, n));
+  sem_wait(&partner_go);
+  return arg;
+}
+
+/* In a fresh process (run_fresh below) with one thread, what it frees asks
+ * for the background purger, which does not start: the process keeps its
+ * one thread, as under glibc (Python 3.12 warns at a fork() in a process
+ * with threads, unshare(CLONE_NEWUSER) refuses one). A second thread that
+ * uses the allocator lets it start. */
+static int alone_fresh(void) {
+  uint64_t rng = 17;
+  static unsigned char *blocks[4096];
+  static size_t sizes[4096];
+  for (int round = 0; round < 3; round++) {   /* the delays pass between rounds */
+    size_t n = churn_once(&rng, 16 * MIB, blocks, sizes, 4096);
+    atomic_fetch_add(&alone_bad, n == 0 || check_and_free(blocks, sizes, n));
+    nap_ms(120);
+  }
+  struct hak_stats st;
+  hak_stats_get(&st);
+  CHECK(threads_now() == 1, "alone: %d threads in a program that started none", threads_now());
+  CHECK(st.purger_passes == 0, "alone: the background purger ran (%llu passes) in a program with one thread",
+        st.purger_passes);
+  sem_init(&partner_go, 0, 0);
+  pthread_t t;
+  pthread_create(&t, NULL, partner, NULL);
+  for (int i = 0; i < 100 && st.purger_passes == 0; i++) {   /* up to 10 s */
+    size_t n = churn_once(&rng, 2 * MIB, blocks, sizes, 4096);
+    atomic_fetch_add(&alone_bad, n == 0 || check_and_free(blocks, sizes, n));
+    nap_ms(100);
+    hak_stats_get(&st);
+  }
+  CHECK(st.purger_passes > 0, "alone: no purger pass with a second thread");
+  sem_post(&partner_go);
+  pthread_join(t, NULL);
+  CHECK(atomic_load(&alone_bad) == 0, "alone: %d blocks lost their contents", atomic_load(&alone_bad));
+  return test_done("release-alone");
+}
+
 /* This program again, with arg, and the purge delay of 50 ms: it must exit
  * with status 0 (its checks print their own RESULT line). */
 static void run_fresh(const char *arg) {
@@ -337,6 +400,7 @@ static void test_last_thread_exit_ends_process(void) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "cross-decay") == 0) return cross_decay_fresh();
+  if (argc == 2 && strcmp(argv[1], "alone") == 0) return alone_fresh();
 #ifdef __SANITIZE_THREAD__
   bool rss_tells = false;   /* its shadow memory swamps the resident set */
 #else
@@ -348,6 +412,7 @@ int main(int argc, char **argv) {
     test_trim_reaches_sleeping_heaps(2, true, "cross trim");
     test_decay_without_calls();
     run_fresh("cross-decay");
+    run_fresh("alone");   /* (ThreadSanitizer has a thread of its own) */
   }
   test_sweeps_race_reuse(rss_tells);   /* ThreadSanitizer cannot start a thread after a fork */
   return test_done("release");
