@@ -29,15 +29,20 @@ HDRS := $(wildcard include/*.h src/*.h)
 
 B := build
 
-.PHONY: all test clean bench-programs
+.PHONY: all test clean bench-programs FORCE
 all: $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem bench-programs $(if $(filter 1,$(VALGRIND)),valgrind) \
      $(if $(filter 1,$(ASAN)),$(B)/asan-aware/libhakmem.a) $(if $(filter 1,$(SECURE)),secure)
 
 # --- one library variant: $(1)=dir $(2)=extra cflags $(3)=override(0/1) $(4)=stat level
-# $(5)=library name (libhakmem)
+# $(5)=library name (libhakmem). Its objects depend on $(1)/obj/flags, which
+# holds the command line they are compiled with and changes only with it:
+# `make STAT=2` after `make` (or CC=clang, OPT=...) rebuilds them.
 define LIBVARIANT
-$(1)/obj/%.o: src/%.c $(HDRS) | $(1)/obj/os
-	$$(CC) $$(CSTD) $$(WARN) $$(OPT) $$(LIBFLAGS) $(2) -DHAK_OVERRIDE=$(3) -DHAK_STAT=$(or $(4),$(STAT)) -Iinclude -Isrc -c $$< -o $$@
+$(1)/compile = $$(CC) $$(CSTD) $$(WARN) $$(OPT) $$(LIBFLAGS) $(2) -DHAK_OVERRIDE=$(3) -DHAK_STAT=$(strip $(or $(4),$(STAT))) -Iinclude -Isrc
+$(1)/obj/%.o: src/%.c $(HDRS) $(1)/obj/flags | $(1)/obj/os
+	$$($(1)/compile) -c $$< -o $$@
+$(1)/obj/flags: FORCE | $(1)/obj/os
+	@echo '$$($(1)/compile)' | cmp -s - $$@ || echo '$$($(1)/compile)' > $$@
 $(1)/obj/os:
 	mkdir -p $$@
 $(1)/$(or $(5),libhakmem).a: $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))
