@@ -112,8 +112,10 @@ HAK_EXPORT int hak_trim(void) {
   int released = 0;
   hak_heap_t *h = hak_tls_heap;
   hak_heap_reclaim_others(true);   /* other threads' inboxes and caches to their slabs, their batches on */
-  if (h != &hak_heap_empty) released |= hak_heap_release_all(h, true);
-  hak_heap_reclaim_others(true);   /* what this heap's batches sent */
+  if (h != &hak_heap_empty) {
+    released |= hak_heap_release_all(h, true);
+    hak_heap_reclaim_others(true);   /* what this heap's batches sent */
+  }
   released |= hak_heap_trim_abandoned(true);
   released |= hak_prof_trim();
   hak_release_sweep_all(true, &released);   /* the free units of every other heap */

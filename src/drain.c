@@ -104,11 +104,8 @@ uint32_t hak_heap_drain(hak_heap_t *h) {
     drain_undo(h, &d, false);
     return 0;
   }
-  for (unsigned cls = 0; cls < HAK_CLASSES; cls++) {
-    if (!d.owner[cls] || !h->outgoing[cls].head) continue;
-    hak_remote_batch_drain(h, cls, d.owner[cls]);
-    sent++;
-  }
+  for (unsigned cls = 0; cls < HAK_CLASSES; cls++)
+    if (d.owner[cls]) sent += hak_remote_batch_drain(h, cls, d.owner[cls]);
   atomic_fetch_add_explicit(&batches_drained, sent, memory_order_relaxed);
   return sent;
 }

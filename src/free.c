@@ -116,21 +116,25 @@ HAK_INLINE hak_heap_t *heap_of_cache(hak_ucache_t *k, unsigned cls) {
 }
 
 /* Push batch b of class cls, if it holds blocks, on the inbox of the heap
- * whose cache is owner, and empty it. */
-static void batch_send(hak_remote_batch_t *b, unsigned cls, hak_ucache_t *owner) {
-  if (!b->head) return;
+ * whose cache is owner, and empty it; false if it held none. */
+static bool batch_send(hak_remote_batch_t *b, unsigned cls, hak_ucache_t *owner) {
+  if (!b->head) return false;
   if (hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)batch_in_head(b);
   inbox_push(heap_of_cache(owner, cls), cls, b->head, b->tail);
   b->slot = b->slot_end = b->head = b->tail = NULL;
   b->count = 0;
+  return true;
 }
 
 static void batch_flush(hak_remote_batch_t *b, unsigned cls) { batch_send(b, cls, b->owner); }
 
 /* A drain (drain.c) sends the batch of class cls of h, whose owner it set
  * to NULL before its fence and which was owner's; the batch stays without
- * one, so that h's thread opens its next batch on a slow path. */
-void hak_remote_batch_drain(hak_heap_t *h, unsigned cls, hak_ucache_t *owner) { batch_send(&h->outgoing[cls], cls, owner); }
+ * one, so that h's thread opens its next batch on a slow path. False if
+ * the batch held no block. */
+bool hak_remote_batch_drain(hak_heap_t *h, unsigned cls, hak_ucache_t *owner) {
+  return batch_send(&h->outgoing[cls], cls, owner);
+}
 
 void hak_remote_flush_all(hak_heap_t *h) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) batch_flush(&h->outgoing[c], c);

@@ -254,7 +254,7 @@ void hak_free_slow(void *p);
 void hak_free_other(const void *p);
 void hak_free_remote(void *p, hak_slab_t *s);
 void hak_remote_flush_all(hak_heap_t *h);
-void hak_remote_batch_drain(hak_heap_t *h, unsigned cls, hak_ucache_t *owner);   /* drain.c */
+bool hak_remote_batch_drain(hak_heap_t *h, unsigned cls, hak_ucache_t *owner);   /* drain.c */
 _Noreturn void hak_fatal_pointer(const char *fn, const char *what, const void *p);
 _Noreturn void hak_fatal_block(const char *fn, const char *freed, const void *p);
 /* The same for free's fast path; declared returning so that the calls are

@@ -95,6 +95,18 @@ HAK_EXPORT void malloc_stats(void) {
   hak_out_flush(&o);
 }
 
+/* malloc_info's lines of free space (fast: none) and of a space's size,
+ * now and at most, as glibc writes them for a heap and for the total. */
+static void info_free(FILE *fp, unsigned long long count, unsigned long long size) {
+  fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n",
+          count, size);
+}
+
+static void info_space(FILE *fp, unsigned long long now, unsigned long long most) {
+  fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n", now, most);
+  fprintf(fp, "<aspace type=\"total\" size=\"%llu\"/>\n<aspace type=\"mprotect\" size=\"%llu\"/>\n", now, now);
+}
+
 /* glibc's XML shape: one heap (the slabs), its free space as "rest", the
  * large blocks as "mmap"; no size list (hakmem's free blocks are not
  * chunks). options must be 0. */
@@ -105,21 +117,15 @@ HAK_EXPORT int malloc_info(int options, FILE *fp) {
   }
   figures_t f;
   figures(&f);
-  unsigned long long arena = f.arena, free_bytes = f.arena - f.in_use, slabs = f.slabs, peak = f.arena_peak;
-  unsigned long long total = f.arena + f.large_bytes + f.bigcache, total_peak = f.arena_peak + f.large_peak;
   fprintf(fp, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n</sizes>\n");
-  fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n",
-          slabs, free_bytes);
-  fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n", arena, peak);
-  fprintf(fp, "<aspace type=\"total\" size=\"%llu\"/>\n<aspace type=\"mprotect\" size=\"%llu\"/>\n</heap>\n", arena,
-          arena);
-  fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n",
-          slabs, free_bytes);
+  info_free(fp, f.slabs, f.arena - f.in_use);
+  info_space(fp, f.arena, f.arena_peak);
+  fprintf(fp, "</heap>\n");
+  info_free(fp, f.slabs, f.arena - f.in_use);
   fprintf(fp, "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n", (unsigned long long)f.large,
           (unsigned long long)f.large_bytes);
-  fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n", total, total_peak);
-  fprintf(fp, "<aspace type=\"total\" size=\"%llu\"/>\n<aspace type=\"mprotect\" size=\"%llu\"/>\n</malloc>\n", total,
-          total);
+  info_space(fp, f.arena + f.large_bytes + f.bigcache, f.arena_peak + f.large_peak);
+  fprintf(fp, "</malloc>\n");
   return 0;
 }
 
