@@ -34,7 +34,7 @@
 #define PAGE_SHIFT 12
 #define MIN_SHIFT 17                  /* bins start above 2^17 = HAK_LARGE_MIN */
 #define BINS (8 * (32 - MIN_SHIFT))   /* up to 2^32 */
-#define BIN_SLOTS 8
+#define BIN_SLOTS 32
 #define SLOTS (BINS * BIN_SLOTS)
 
 _Static_assert(HAK_LARGE_MIN == (size_t)1 << MIN_SHIFT, "bins start where large blocks may");

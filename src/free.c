@@ -60,10 +60,11 @@ HAK_NOINLINE void hak_free_slow(void *p) {
   hak_fatal_pointer("free", "invalid pointer", p);
 }
 
-/* What free's fast path refused: a bad pointer into the arena, else
- * anything hak_free_slow sorts out. */
+/* What free's fast path refused: a bad pointer into the arena's
+ * SuperSlabs, else anything hak_free_slow sorts out (large blocks, the
+ * arena's too). */
 HAK_NOINLINE void hak_free_other(const void *p) {
-  if (hak_in_arena((uintptr_t)p)) hak_free_invalid(p);
+  if (hak_in_arena((uintptr_t)p) && hak_registry_kind((uintptr_t)p) != HAK_REG_LARGE) hak_free_invalid(p);
   else hak_free_slow((void *)p);
 }
 

@@ -91,7 +91,8 @@ extern hak_slab_t *hak_arena_units;    /* the table of the arena units' descript
 extern uintptr_t hak_arena_unit_mask;  /* (HAK_ARENA_UNITS - 1) * 64; 0 (one zeroed descriptor): no arena */
 void hak_arena_init(void);
 hak_superslab_t *hak_arena_take(void);
-void hak_arena_give(hak_superslab_t *ss);
+void *hak_arena_take_large(void);            /* a 2 MiB chunk for a large block */
+void hak_arena_give(void *chunk);
 size_t hak_arena_used(void);                 /* slots handed out so far */
 hak_superslab_t *hak_arena_superslab(size_t i);   /* the SuperSlab in slot i, NULL if it holds none now */
 HAK_INLINE bool hak_in_arena(uintptr_t a) { return a - hak_arena_base < hak_arena_size; }

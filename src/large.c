@@ -22,19 +22,39 @@ static size_t page_round(size_t n) {
   return (n + page - 1) & ~(page - 1);
 }
 
-/* Mapping size for n bytes: at most 12.5% above n, in whole pages. */
-static size_t large_round(size_t n) { return page_round(hak_round_eighths(n)); }
+/* Mapping size for n bytes: up to a 2 MiB chunk, a power of two (the
+ * pages past n cost address space only, until a block that uses them
+ * reuses the mapping), so that any freed one of 512 KiB to 1 MiB, say,
+ * serves any request of that range: with 8 sizes per doubling the
+ * BigCache's entries of each size ran out in turn while it was full of
+ * others (the soak: 2 misses and mappings anew a second); above, at most
+ * 12.5% above n, in whole pages. */
+static size_t large_round(size_t n) {
+  if (n <= HAK_SS_SIZE) return (size_t)1 << (64 - __builtin_clzll(n - 1));
+  return page_round(hak_round_eighths(n));
+}
 
-/* A mapping of size bytes aligned to align for a large block, and in the
+/* Is hdr's mapping a chunk of the arena (hak_arena_take_large)? */
+static bool in_chunk(const hak_large_t *hdr) { return hak_in_arena(hdr->map_base); }
+
+/* A mapping of size bytes aligned to align for a large block: a chunk of
+ * the arena when it fits one, else a mapping of its own, and in the
  * secure build a guard page after it (unmapped with it: hak_large_unmap). */
 static void *large_map(size_t size, size_t align) {
   hak_bigcache_grace_drop();
+  if (align == HAK_SS_SIZE && size <= HAK_SS_SIZE) {
+    void *c = hak_arena_take_large();
+    if (c) return c;
+  }
   char *p = hak_os_map_aligned(size + HAK_GUARD, align);
   if (HAK_SECURE && p) hak_os_guard(p + size, HAK_GUARD);
   return p;
 }
 
-void hak_large_unmap(hak_large_t *hdr) { hak_os_unmap((void *)hdr->map_base, hdr->map_size + HAK_GUARD); }
+void hak_large_unmap(hak_large_t *hdr) {
+  if (in_chunk(hdr)) hak_arena_give(hdr);
+  else hak_os_unmap((void *)hdr->map_base, hdr->map_size + HAK_GUARD);
+}
 
 /* Secure build: the guard page after a block of kind HAK_REG_LARGE is put
  * back after its mapping, or lifted so that the two are one mapping again,
@@ -63,9 +83,16 @@ static void large_unmap(hak_large_t *hdr, uint8_t kind) {
 /* Give the mapping of hdr (kind HAK_REG_LARGE) map_size bytes, a multiple
  * of the page: shrink it by unmapping the tail, grow it with mremap in place
  * or into a new 2 MiB-aligned place (the pages move, none is copied or
- * faulted in again). The header, moved or not; NULL if the pages could not
- * be moved (hdr unchanged). */
+ * faulted in again). A block in a chunk of the arena grows and shrinks
+ * within it. The header, moved or not; NULL if the pages could not be
+ * moved, or a chunk's block would outgrow it (hdr unchanged). */
 static hak_large_t *large_resize(hak_large_t *hdr, size_t map_size) {
+  if (in_chunk(hdr)) {   /* never unmapped nor moved (arena.c): within its chunk, or copied */
+    if (map_size > HAK_SS_SIZE) return NULL;
+    if (map_size < hdr->map_size) hak_os_decommit((char *)hdr + map_size, hdr->map_size - map_size);
+    hdr->map_size = map_size;
+    return hdr;
+  }
   if (map_size <= hdr->map_size) {
     if (map_size < hdr->map_size) {
       hak_os_unmap((char *)hdr + map_size + HAK_GUARD, hdr->map_size - map_size);   /* and the old guard */

@@ -571,7 +571,7 @@ static void test_large_moves(void) {
   struct hak_stats st;
   hak_stats_get(&st);
   unsigned long long allocs = st.large.allocs;
-  size_t size = 1u << 20;
+  size_t size = 3u << 20;   /* past a 2 MiB chunk of the arena: a mapping of its own */
   char *p = malloc(size);
   memset(p, 0x5a, size);
   void *blockers[3];
@@ -591,6 +591,49 @@ static void test_large_moves(void) {
         st.large.allocs - allocs);
   free(p);
   for (int i = 0; i < forced; i++) munmap(blockers[i], 4096);
+}
+
+/* A large block of up to 2 MiB takes a chunk of the arena when there is
+ * one: no system call to map it, none to grow it within the chunk (the
+ * same address, its contents kept), a copy to grow past it; freed, the
+ * BigCache keeps the chunk for the next one; a trim gives it back to the
+ * arena, which hands it out again without mapping. */
+static void test_large_chunk(void) {
+  if (!hak_arena_size) return;
+  hak_trim();
+  struct hak_stats st;
+  hak_stats_get(&st);
+  uint64_t maps = st.os_maps;
+  unsigned long long allocs = st.large.allocs;
+  size_t size = 600u << 10;
+  char *p = malloc(size);
+  CHECK(hak_in_arena((uintptr_t)p), "a 600 KiB block is not in the arena");
+  uintptr_t chunk = (uintptr_t)p & ~(uintptr_t)HAK_SS_MASK;
+  CHECK(hak_registry_kind(chunk) == HAK_REG_LARGE, "its chunk is not registered as a large block");
+  memset(p, 0x3c, size);
+  char *q = realloc(p, (2u << 20) - 8192);
+  CHECK(q == p && q[0] == 0x3c && q[size - 1] == 0x3c, "growing within the chunk moved or lost the block");
+  memset(q, 0x3c, (2u << 20) - 8192);
+  hak_stats_get(&st);
+  CHECK(st.os_maps == maps && st.large.allocs - allocs == 1, "growing within the chunk mapped (%llu) or copied (%llu)",
+        (unsigned long long)(st.os_maps - maps), st.large.allocs - allocs);
+  char *r = realloc(q, 3u << 20);
+  CHECK(r && r != q && r[0] == 0x3c && r[(2u << 20) - 8193] == 0x3c, "growing past the chunk lost the contents");
+  CHECK(hak_registry_kind(chunk) == HAK_REG_LARGE, "the chunk left behind was not cached");
+  free(r);
+  char *again = malloc(700u << 10);
+  CHECK(((uintptr_t)again & ~(uintptr_t)HAK_SS_MASK) == chunk, "a 700 KiB request did not take the cached chunk");
+  free(again);
+  hak_trim();
+  CHECK(hak_registry_kind(chunk) == HAK_REG_FOREIGN, "a trim left the chunk cached");
+  hak_stats_get(&st);
+  maps = st.os_maps;
+  char *fresh = malloc(1u << 20);
+  CHECK(hak_in_arena((uintptr_t)fresh), "a 1 MiB block after a trim is not in the arena");
+  fresh[(1u << 20) - 1] = 1;
+  hak_stats_get(&st);
+  CHECK(st.os_maps == maps, "a chunk of the arena took %llu mappings", (unsigned long long)(st.os_maps - maps));
+  free(fresh);
 }
 
 /* A freed large block stays mapped in the BigCache for BIGCACHE_DELAY_MS
@@ -686,16 +729,16 @@ static void test_bigcache_fit(void) {
   free(big);
   hak_stats_get(&st);
   uint64_t maps = st.os_maps, unmaps = st.os_unmaps;
-  char *small = malloc(1u << 20);   /* under half of the cached one */
+  char *small = malloc(600u << 10);   /* a mapping of 1 MiB: under half of the cached one */
   escape(small);
-  CHECK(((uintptr_t)small & ~(uintptr_t)HAK_SS_MASK) == big_at, "1 MiB request did not take the cached 3 MiB mapping");
+  CHECK(((uintptr_t)small & ~(uintptr_t)HAK_SS_MASK) == big_at, "600 KiB request did not take the cached 3 MiB mapping");
   const char *m = (const char *)big_at;   /* blocks start at different lines of their first page */
   CHECK(m[8192] == 0x5a && m[(1u << 20) - 1] == 0x5a, "the cut mapping's pages were not kept");
   CHECK(hak_registry_kind(big_at + HAK_SS_SIZE) == HAK_REG_LARGE, "the rest past 2 MiB was not cached");
   hak_stats_get(&st);
   CHECK(st.os_maps == maps && st.os_unmaps <= unmaps + 1, "cutting a cached mapping took %llu mappings, %llu unmaps",
         (unsigned long long)(st.os_maps - maps), (unsigned long long)(st.os_unmaps - unmaps));
-  free(small);   /* cached now: 2 MiB at big_at, 1 MiB just after */
+  free(small);   /* cached now: 1 MiB at big_at, 1 MiB at 2 MiB past it */
 
   char *mid = malloc(five);
   memset(mid, 0x6b, five);
@@ -1188,6 +1231,7 @@ int main(void) {
   test_exited_superslabs();
   test_large();
   test_large_moves();
+  test_large_chunk();
   test_bigcache_expiry();
   test_bigcache_grace();
   test_bigcache_fit();
