@@ -78,7 +78,7 @@ static void inbox_push(hak_heap_t *owner, unsigned cls, void **head, void **tail
     tail[0] = (void *)hak_link_encode(old, tail);
   } while (!atomic_compare_exchange_weak_explicit(inbox, &old, head, memory_order_release, memory_order_relaxed));
   if (atomic_load_explicit(&owner->state, memory_order_relaxed) != HAK_HEAP_ACTIVE) {
-    hak_release_abandoned_due(hak_os_now_ms() + (uint64_t)hak_opt(hak_option_purge_delay_ms));
+    hak_release_abandoned_since(hak_os_now_ms());
     hak_heap_reclaim_hint();
   }
   else if (!old)

@@ -468,7 +468,7 @@ void hak_heap_give_back(hak_heap_t *h) {
   atomic_store_explicit(&h->left_at, now, memory_order_relaxed);
   atomic_store(&h->state, HAK_HEAP_ABANDONED);
   hak_heap_reclaim_hint();
-  hak_release_abandoned_due(now + (uint64_t)hak_opt(hak_option_purge_delay_ms));
+  hak_release_abandoned_since(now);
 }
 
 /* Return what the heap holds and does not use: cached blocks and the inbox

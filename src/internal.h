@@ -165,6 +165,7 @@ void hak_release_grown(hak_heap_t *h, size_t bytes);   /* a new slab of bytes: i
 typedef enum { HAK_PURGE_DUE, HAK_PURGE_LEAVE, HAK_PURGE_ALL } hak_purge_t;
 int  hak_release_purge(hak_heap_t *h, hak_purge_t how);
 void hak_release_abandoned_due(uint64_t when);
+void hak_release_abandoned_since(uint64_t now);   /* due a purge delay after now */
 uint64_t hak_release_abandoned(uint64_t now);
 void     hak_release_retaken(uint64_t purged_at);
 uint64_t hak_release_delay(void);   /* the purge delay now, ms */

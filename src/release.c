@@ -39,6 +39,11 @@ void hak_release_abandoned_due(uint64_t when) {
 
 uint64_t hak_release_delay(void) { return (uint64_t)hak_ace_value(hak_knob_purge_delay_ms); }
 
+/* An abandoned heap holds memory from now on: it is purged a purge delay
+ * later, the adaptive one as every other deadline (it was the option's
+ * value). */
+void hak_release_abandoned_since(uint64_t now) { hak_release_abandoned_due(now + hak_release_delay()); }
+
 void hak_release_retaken(uint64_t purged_at) {
   if (hak_os_now_ms() - purged_at <= RETAKEN_WINDOW * hak_release_delay()) hak_ace_sign(HAK_ACE_RETAKEN, 1);
 }

@@ -149,6 +149,30 @@ static long retake_cycles(int cycles) {
   return (long)knob(hak_knob_purge_delay_ms).value;
 }
 
+/* Blocks of a thread that exited, freed by this one and sent to its
+ * abandoned heap's inbox: that heap is due for a purge one purge delay
+ * later, the adaptive delay as every other deadline (it was the option's:
+ * 10 ms while the knob stood at 40 or more). Returns the deadline
+ * hak_release_abandoned reports right after, relative to the send; 0 if
+ * it was served already. */
+static void *allocate_blocks(void *arg) {
+  void **p = arg;
+  for (int i = 0; i < 64; i++) p[i] = malloc(64);
+  return NULL;
+}
+
+static long abandoned_deadline(void) {
+  static void *p[64];
+  pthread_t t;
+  if (pthread_create(&t, NULL, allocate_blocks, p) != 0) return -1;
+  pthread_join(t, NULL);
+  for (int i = 0; i < 64; i++) free(p[i]);
+  uint64_t sent = hak_os_now_ms();
+  hak_remote_flush_all(hak_tls_heap);
+  uint64_t due = hak_release_abandoned(hak_os_now_ms());
+  return due ? (long)(due - sent) : 0;
+}
+
 static void test_purge_delay_follows_retaking(void) {
   hak_option_set(hak_option_purge_delay_ms, 10);
   struct hak_knob_stats k0 = knob(hak_knob_purge_delay_ms);
@@ -159,6 +183,10 @@ static void test_purge_delay_follows_retaking(void) {
   CHECK(v >= 40, "purge delay %ld ms after taking back trimmed units 40 times (start 10)", v);
   struct hak_knob_stats k1 = knob(hak_knob_purge_delay_ms);
   CHECK(k1.ups >= 2 && k1.ups > k0.ups && k1.value <= k1.max, "%llu steps up, value %llu", k1.ups, k1.value);
+  long due = abandoned_deadline();
+  CHECK(due == 0 || due >= (long)knob(hak_knob_purge_delay_ms).value,
+        "an abandoned heap's purge is due %ld ms after a send, the purge delay is %llu ms", due,
+        knob(hak_knob_purge_delay_ms).value);
   hak_option_set(hak_option_keep_empty_superslabs, hak_option_get(hak_option_keep_empty_superslabs));
   CHECK(knob(hak_knob_purge_delay_ms).value == k1.value, "an option that is no knob's restarted the knobs");
 

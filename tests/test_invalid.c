@@ -181,6 +181,36 @@ static void realloc_freed_purged(void) {
   opaque(T_realloc(opaque(p), 300));
 }
 
+/* The case of issue 45: a block freed, 4000 of its size allocated and
+ * freed (the first of them at its address), its slab emptied, decommitted
+ * and its SuperSlab given back by a trim, then the block freed again.
+ * With a second thread alive the background purger runs, and the block's
+ * heap is drained and swept while its thread sleeps, before the trim
+ * (a hakmem whose purger ran in a program with one thread handed the
+ * block's address out again and took the second free: exit 0). */
+static void *sleeper(void *arg) {
+  usleep(3000000);
+  return arg;
+}
+
+static void double_free_trimmed(bool threads) {
+  pthread_t t;
+  if (threads && pthread_create(&t, NULL, sleeper, NULL) != 0) _exit(4);
+  void *p = T_malloc(24), *again = opaque(p);
+  T_free(p);
+  static void *v[4000];
+  for (int i = 0; i < 4000; i++) v[i] = T_malloc(24);
+  for (int i = 0; i < 4000; i++) T_free(v[i]);
+  if (threads) usleep(1500000);
+  T_trim();
+  report(again);
+  T_free(again);
+}
+
+static void double_free_trimmed_alone(void) { double_free_trimmed(false); }
+
+static void double_free_trimmed_threads(void) { double_free_trimmed(true); }
+
 static void realloc_freed(size_t size) {
   void *p = T_malloc(size), *again = opaque(p);
   T_free(p);
@@ -314,6 +344,9 @@ static const struct invalid_case cases[] = {
     {"double free of a tiny block after its slab was purged", DOUBLE_FREE, double_free_purged_tiny},
     {"double free of a mid block after its slab was purged", DOUBLE_FREE, double_free_purged_mid},
     {"realloc of a freed block after its slab was purged", FREED_REALLOC, realloc_freed_purged},
+    {"double free after 4000 blocks of its size and a trim", DOUBLE_FREE, double_free_trimmed_alone},
+    {"double free after 4000 blocks of its size, a sleep and a trim, two threads", DOUBLE_FREE,
+     double_free_trimmed_threads},
     {"realloc of a freed tiny block", FREED_REALLOC, realloc_freed_tiny},
     {"realloc of a freed mid block", FREED_REALLOC, realloc_freed_mid},
     {"realloc of a freed large block", FREED_REALLOC, realloc_freed_large},
