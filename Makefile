@@ -86,9 +86,16 @@ secure: $(SECURE_LIBS)
 valgrind: $(B)/valgrind/libhakmem.so $(B)/valgrind/$(SONAME) $(B)/valgrind/libhakmem.a
 
 # The command that runs a program with hakmem preloaded (tools/hakmem.c); it
-# finds the library beside itself or in ../lib.
+# finds the library beside itself, in the LIBDIR make install compiles into
+# the command it installs, or in ../lib, ../lib64, ../lib/<multiarch>.
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+LAUNCHER = $(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -DHAKMEM_MULTIARCH='"$(MULTIARCH)"' $(1) -o $@ $< $(B)/libhakmem.a -lpthread
 $(B)/hakmem: tools/hakmem.c include/hakmem.h $(B)/libhakmem.a $(B)/$(SONAME) $(B)/libhakmem.so
-	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -o $@ $< $(B)/libhakmem.a -lpthread
+	$(call LAUNCHER)
+.PHONY: $(B)/install/hakmem
+$(B)/install/hakmem: tools/hakmem.c include/hakmem.h $(B)/libhakmem.a
+	@mkdir -p $(@D)
+	$(call LAUNCHER,-DHAKMEM_LIBDIR='"$(LIBDIR)"')
 
 # --- install: make install [PREFIX=/usr/local] [DESTDIR=staging] (README.md, "Install")
 PREFIX     ?= /usr/local
@@ -101,7 +108,7 @@ PKG_SUBST  := sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' -e 's|
                   -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g'
 
 .PHONY: install uninstall
-install: $(B)/libhakmem.so.$(VERSION) $(B)/$(SONAME) $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem \
+install: $(B)/libhakmem.so.$(VERSION) $(B)/$(SONAME) $(B)/libhakmem.so $(B)/libhakmem.a $(B)/install/hakmem \
          $(if $(filter 1,$(SECURE)),$(SECURE_LIBS))
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)
 	install -m 755 $(B)/libhakmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
@@ -111,7 +118,7 @@ install: $(B)/libhakmem.so.$(VERSION) $(B)/$(SONAME) $(B)/libhakmem.so $(B)/libh
 	$(if $(filter 1,$(SECURE)),cp -P $(B)/secure/libhakmem-secure.so.$(MAJOR) $(B)/secure/libhakmem-secure.so $(DESTDIR)$(LIBDIR)/)
 	$(if $(filter 1,$(SECURE)),install -m 644 $(B)/secure/libhakmem-secure.a $(DESTDIR)$(LIBDIR)/)
 	install -m 644 include/hakmem.h $(DESTDIR)$(INCLUDEDIR)/
-	install -m 755 $(B)/hakmem $(DESTDIR)$(BINDIR)/
+	install -m 755 $(B)/install/hakmem $(DESTDIR)$(BINDIR)/
 	$(PKG_SUBST) pkg/hakmem.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/hakmem.pc
 	$(PKG_SUBST) pkg/hakmemConfig.cmake.in >$(DESTDIR)$(CMAKEDIR)/hakmemConfig.cmake
 	$(PKG_SUBST) pkg/hakmemConfigVersion.cmake.in >$(DESTDIR)$(CMAKEDIR)/hakmemConfigVersion.cmake

@@ -1,5 +1,8 @@
 /* The route banner (HAKMEM_ROUTE_BANNER=1): one compact block on stderr at
- * start-up saying which allocator is in the process and how it is set up. */
+ * start-up saying which allocator is in the process and how it is set up;
+ * with ROUTE_BANNER=once, in this process and not in those it starts (the
+ * launcher's --banner: a program run through a shell script or a shim was
+ * described once per process it ran, 35 times for pyenv's python). */
 #include "internal.h"
 
 static void thp_mode(hak_out_t *o) {
@@ -71,4 +74,5 @@ void hak_banner_print(void) {
   if (HAK_SECURE)
     hak_out_str(&o, "hakmem secure build: encoded free lists checked on use, guard pages, fresh blocks in random order, "
                     "SuperSlabs at random places\n");
+  if (hak_opt(hak_option_route_banner) == 2) hak_option_env_spent(hak_option_route_banner);
 }

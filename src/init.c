@@ -42,6 +42,7 @@ void hak_init(void) {
   if (atomic_compare_exchange_strong(&init_state, &expected, 1)) {
     init_once();
     atomic_store_explicit(&init_state, 2, memory_order_release);
+    hak_stats_init();
     if (hak_opt(hak_option_route_banner)) hak_banner_print();
     return;
   }

@@ -52,7 +52,8 @@ typedef struct hak_option_desc_s {
   hak_option_kind_t kind;
   long defaults[HAK_PROFILES]; /* per profile: fast, balanced, lean, auto */
   long min, max;
-  const char *choices;         /* HAK_OPT_CHOICE: "a|b|c", value = index */
+  const char *choices;         /* HAK_OPT_CHOICE: "a|b|c", value = index; HAK_OPT_BOOL: its
+                                  values if there are more than 0 and 1 */
   const char *doc;
 } hak_option_desc_t;
 extern long hak_option_values[hak_option_count];
@@ -60,12 +61,14 @@ const hak_option_desc_t *hak_option_desc(hak_option_t option);
 bool hak_option_is_default(hak_option_t option);
 void hak_option_format(hak_out_t *o, hak_option_t option, long value);
 void hak_options_init(void);
+void hak_option_env_spent(hak_option_t option);   /* its entry reads 0 for the programs this one starts */
 HAK_INLINE long hak_opt(hak_option_t option) { return hak_option_values[option]; }
 
 /* ---- banner.c */
 void hak_banner_print(void);
 
 /* ---- stats.c */
+void hak_stats_init(void);      /* at start-up: the working directory a relative HAKMEM_STATS_FILE is taken in */
 void hak_stats_at_exit(void);
 void hak_stats_large(int blocks, size_t requested, int64_t mapped);
 void hak_stats_bigcache(bool hit);

@@ -22,9 +22,9 @@ static const hak_option_desc_t table[hak_option_count] = {
   [hak_option_stats] = {"STATS", HAK_OPT_CHOICE, {0, 0, 0, 0}, 0, 2, "0|1|json",
                         "print statistics at exit: 1 as text, json as one JSON object"},
   [hak_option_stats_file] = {"STATS_FILE", HAK_OPT_STRING, {0, 0, 0, 0}, 0, 0, NULL,
-                             "file the statistics go to instead of stderr; %p in it becomes the process id"},
-  [hak_option_route_banner] = {"ROUTE_BANNER", HAK_OPT_BOOL, {0, 0, 0, 0}, 0, 1, NULL,
-                               "describe the configuration on stderr at start-up"},
+                             "file each process appends its statistics to instead of stderr, taken in the directory it started in; %p in it becomes the process id"},
+  [hak_option_route_banner] = {"ROUTE_BANNER", HAK_OPT_BOOL, {0, 0, 0, 0}, 0, 2, "0|1|once",
+                               "describe the configuration on stderr at start-up; once: in this process, not in the programs it starts"},
   [hak_option_cache_bytes] = {"CACHE_BYTES", HAK_OPT_SIZE, {128 * K, 64 * K, 16 * K, 64 * K}, 1 * K, 64 * M, NULL,
                               "unified cache budget per size class and thread, in bytes: a cache that the program's batches overflow grows to it (4096 blocks at most, and at least to 32 blocks within 512 KiB)"},
   [hak_option_cache_max] = {"CACHE_MAX", HAK_OPT_INT, {256, 128, 32, 128}, 2, 4096, NULL,
@@ -95,6 +95,7 @@ void hak_option_format(hak_out_t *o, hak_option_t option, long value) {
   switch (d->kind) {
     case HAK_OPT_SIZE: hak_out_size(o, (uint64_t)value); break;
     case HAK_OPT_CHOICE: put_choice(o, d->choices, value); break;
+    case HAK_OPT_BOOL: if (d->choices) put_choice(o, d->choices, value); else hak_out_i64(o, value); break;
     case HAK_OPT_STRING: hak_out_str(o, strings[option] ? strings[option] : ""); break;
     default: hak_out_i64(o, value); break;
   }
@@ -163,10 +164,11 @@ static const char *parse_value(hak_option_t option, const char *v, long *out) {
   switch (d->kind) {
     case HAK_OPT_CHOICE: ok = parse_choice(d->choices, v, out); break;
     case HAK_OPT_BOOL: ok = parse_choice("0|1", v, out) || parse_choice("false|true", v, out) ||
-                            parse_choice("off|on", v, out) || parse_choice("no|yes", v, out); break;
+                            parse_choice("off|on", v, out) || parse_choice("no|yes", v, out) ||
+                            (d->choices && parse_choice(d->choices, v, out)); break;
     default: ok = parse_number(v, d->kind == HAK_OPT_SIZE, out); break;
   }
-  if (!ok) return d->kind == HAK_OPT_CHOICE ? "is not one of " : d->kind == HAK_OPT_BOOL ? "is not 0 or 1" : "is not a number";
+  if (!ok) return d->choices ? "is not one of " : d->kind == HAK_OPT_BOOL ? "is not 0 or 1" : "is not a number";
   return *out < d->min || *out > d->max ? OUT_OF_RANGE : NULL;
 }
 
@@ -185,7 +187,7 @@ static void warn_value(hak_option_t option, const char *v, const char *why) {
     hak_option_format(&o, option, d->min);
     hak_out_str(&o, "..");
     hak_option_format(&o, option, d->max);
-  } else if (d->kind == HAK_OPT_CHOICE) {
+  } else if (d->choices) {
     hak_out_str(&o, d->choices);
   }
   hak_out_str(&o, "; using ");
@@ -247,6 +249,19 @@ void hak_options_init(void) {
     else if (option != hak_option_profile) set_from_env((hak_option_t)option, value);
   }
   hak_ace_restart();
+}
+
+/* An option read from the environment stops there for the programs this
+ * process starts: its entry's value becomes "0" in place (shortened: no
+ * allocation), which they inherit. ROUTE_BANNER=once, after the banner. */
+void hak_option_env_spent(hak_option_t option) {
+  const char *value;
+  for (char **e = hak_os_environ(); e && *e; e++) {
+    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) != 0 || option_of_entry(*e, &value) != (int)option || !*value) continue;
+    char *v = (char *)value;
+    v[0] = '0';
+    v[1] = 0;
+  }
 }
 
 /* ---- public API */

@@ -61,6 +61,10 @@ void     hak_os_write_fd(int fd, const char *s, size_t n);
 int      hak_os_pid(void);
 /* Open a file for writing (created, truncated); -1 on failure. */
 int      hak_os_open_write(const char *path);
+/* Open for appending (created if need be), locked against the other
+ * processes that append to it until closed; -1 on failure. */
+int      hak_os_open_append(const char *path);
+bool     hak_os_cwd(char *buf, size_t n);   /* the working directory; false if it does not fit */
 void     hak_os_close(int fd);
 /* Append the whole of a file (/proc/self/maps) to fd; false if it cannot be read. */
 bool     hak_os_copy_file(const char *path, int fd);

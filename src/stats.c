@@ -227,9 +227,23 @@ static void print_knobs(hak_out_t *o, const struct hak_stats *st) {
   }
 }
 
+/* The process's id and name (/proc/self/comm), for the report's first
+ * line: several processes may append to one file. */
+static void process_name(char *buf, size_t n) {
+  long len = hak_os_read_file("/proc/self/comm", buf, n);
+  if (len <= 0) buf[0] = 0;
+  else if (buf[len - 1] == '\n') buf[len - 1] = 0;
+}
+
 static void print_text(hak_out_t *o, const struct hak_stats *st) {
+  char name[64];
+  process_name(name, sizeof name);
   hak_out_str(o, "hakmem statistics (profile ");
   hak_option_format(o, hak_option_profile, hak_opt(hak_option_profile));
+  hak_out_str(o, "), process ");
+  hak_out_u64(o, (uint64_t)hak_os_pid());
+  hak_out_str(o, " (");
+  hak_out_str(o, name);
   hak_out_str(o, ")\n class  size     allocs      frees     live  hit%  refills  flushes   remote slabs   bytes live\n");
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     const struct hak_class_stats *cs = &st->classes[c];
@@ -311,6 +325,23 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   }
 }
 
+/* s as the inside of a JSON string. */
+static void json_string(hak_out_t *o, const char *s) {
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      hak_out_chars(o, "\\", 1);
+      hak_out_chars(o, s, 1);
+    } else if (c < 0x20) {
+      hak_out_str(o, "\\u00");
+      hak_out_chars(o, &"0123456789abcdef"[c >> 4], 1);
+      hak_out_chars(o, &"0123456789abcdef"[c & 15], 1);
+    } else {
+      hak_out_chars(o, s, 1);
+    }
+  }
+}
+
 static void json_field(hak_out_t *o, const char *name, uint64_t v, bool *first) {
   hak_out_str(o, *first ? "\"" : ",\"");
   hak_out_str(o, name);
@@ -321,8 +352,14 @@ static void json_field(hak_out_t *o, const char *name, uint64_t v, bool *first) 
 
 static void print_json(hak_out_t *o, const struct hak_stats *st) {
   bool first;
+  char name[64];
+  process_name(name, sizeof name);
   hak_out_str(o, "{\"version\":\"");
   hak_out_version(o);
+  hak_out_str(o, "\",\"pid\":");
+  hak_out_u64(o, (uint64_t)hak_os_pid());
+  hak_out_str(o, ",\"process\":\"");
+  json_string(o, name);
   hak_out_str(o, "\",\"profile\":\"");
   hak_option_format(o, hak_option_profile, hak_opt(hak_option_profile));
   hak_out_str(o, "\",\"classes\":[");
@@ -382,14 +419,34 @@ HAK_EXPORT void hak_stats_print(hak_write_fn *write, void *arg) { report(write, 
 
 HAK_EXPORT void hak_stats_print_json(hak_write_fn *write, void *arg) { report(write, arg, print_json); }
 
-/* HAKMEM_STATS: the report at exit, to stderr or HAKMEM_STATS_FILE (%p in
- * its name becomes the process id: a program's children each write their
- * own). */
+/* The working directory at start-up, against which a relative
+ * HAKMEM_STATS_FILE is taken: a program that changed directory before it
+ * exits writes where it was asked to ("" if it could not be read). */
+static char start_dir[4096];
+
+void hak_stats_init(void) {
+  if (!hak_os_cwd(start_dir, sizeof start_dir)) start_dir[0] = 0;
+}
+
+/* HAKMEM_STATS: the report at exit, to stderr or appended to
+ * HAKMEM_STATS_FILE (%p in its name becomes the process id), under a lock,
+ * so that every process of a run that shares the file leaves its report
+ * whole, each named by its first line (the launcher empties the file
+ * when it starts a run). */
 void hak_stats_at_exit(void) {
   int fd = 2;
-  char buf[4096];
+  char pattern[4096], buf[4096];
   const char *path = hak_option_get_string(hak_option_stats_file);
-  if (path && (!hak_path_expand(path, 0, buf, sizeof buf) || (fd = hak_os_open_write(buf)) < 0)) fd = 2;
+  if (path && path[0] != '/' && start_dir[0]) {
+    size_t d = strlen(start_dir), n = strlen(path);
+    if (d + 1 + n < sizeof pattern) {
+      memcpy(pattern, start_dir, d);
+      pattern[d] = '/';
+      memcpy(pattern + d + 1, path, n + 1);
+    }
+    path = d + 1 + n < sizeof pattern ? pattern : NULL;
+  }
+  if (path && (!hak_path_expand(path, 0, buf, sizeof buf) || (fd = hak_os_open_append(buf)) < 0)) fd = 2;
   if (hak_opt(hak_option_stats) == 2) hak_stats_print_json(hak_write_fd, &fd);
   else hak_stats_print(hak_write_fd, &fd);
   if (fd != 2) hak_os_close(fd);

@@ -104,6 +104,8 @@ def test_layout(tmp, ver):
     left = [os.path.join(d, f) for d, _, fs in os.walk(prefix) for f in fs]
     check("make uninstall removes every file", r.returncode == 0 and not left, r.stdout + "left: %s" % left)
 
+    test_lib64(tmp, ver)
+
     stage = os.path.join(tmp, "stage")
     r = make("install", "PREFIX=/opt/hakmem", "DESTDIR=" + stage)
     pc = os.path.join(stage, "opt/hakmem/lib/pkgconfig/hakmem.pc")
@@ -113,6 +115,41 @@ def test_layout(tmp, ver):
           all(os.path.lexists(os.path.join(stage, "opt/hakmem", f)) for f in installed_files("", ver)) and
           stage not in open(os.path.join(stage, "opt/hakmem/lib/cmake/hakmem/hakmemConfig.cmake")).read(),
           r.stdout)
+
+
+def test_lib64(tmp, ver):
+    """make install LIBDIR=$P/lib64: the command finds its library there, in
+    place and after the prefix moved; without it, it says which library it
+    looked for and where, with its own status (125)."""
+    prefix = os.path.join(tmp, "p64")
+    lib64 = os.path.join(prefix, "lib64")
+    r = make("install", "PREFIX=" + prefix, "LIBDIR=" + lib64)
+    check("make install LIBDIR=lib64", r.returncode == 0 and os.path.exists(os.path.join(lib64, "libhakmem.so." + ver)),
+          r.stdout)
+    hakmem = os.path.join(prefix, "bin", "hakmem")
+    r = run([hakmem, "--version"])
+    check("lib64: the command finds its library", r.stdout.splitlines()[1:] ==
+          ["library: " + os.path.join(lib64, "libhakmem.so." + ver)], r.stdout)
+    r = run([hakmem, "sh", "-c", "echo $LD_PRELOAD"])
+    check("lib64: the command runs a program on it", r.returncode == 0 and lib64 in r.stdout, r.stdout)
+    moved = os.path.join(tmp, "moved")
+    shutil.move(prefix, moved)
+    r = run([os.path.join(moved, "bin", "hakmem"), "--version"])
+    check("lib64: a moved prefix still finds its ../lib64", r.stdout.splitlines()[1:] ==
+          ["library: " + os.path.join(moved, "lib64", "libhakmem.so." + ver)], r.stdout)
+    for f in os.listdir(os.path.join(moved, "lib64")):
+        if f.startswith("libhakmem.so"):
+            os.remove(os.path.join(moved, "lib64", f))
+    r = run([os.path.join(moved, "bin", "hakmem"), "true"])
+    major = ver.split(".")[0]
+    check("lib64: no library is status 125, naming it and where it was looked for",
+          r.returncode == 125 and r.stdout.startswith("hakmem: cannot find libhakmem.so.%s (looked in " % major) and
+          lib64 in r.stdout and os.path.join(moved, "bin", "../lib64") in r.stdout, r.stdout)
+    r = run([os.path.join(moved, "bin", "hakmem"), "--version"])
+    check("lib64: --version says the library is not found, and where it looked",
+          r.returncode == 0 and r.stdout.splitlines()[1].startswith("library: not found: libhakmem.so.%s (looked in" % major),
+          r.stdout)
+    shutil.rmtree(moved, ignore_errors=True)
 
 
 def test_command(hakmem, tmp):
@@ -165,6 +202,25 @@ def test_command(hakmem, tmp):
           r.stdout + " ".join(os.listdir(prof)))
     r = run([hakmem, "--prof", "lots", "true"])
     check("command refuses --prof lots", r.returncode == 2 and r.stdout.startswith("hakmem: --prof"), r.stdout)
+    runs = os.path.join(tmp, "runs")
+    os.makedirs(runs)
+    r = run([hakmem, "-o", "run.txt", "sh", "-c", "cd / && python3 -c 'print(7)' && /bin/true"], cwd=runs)
+    heads = re.findall(r"^hakmem statistics \(profile auto\), process (\d+) \((.*)\)$",
+                       open(os.path.join(runs, "run.txt")).read() if os.path.exists(os.path.join(runs, "run.txt")) else "",
+                       re.M)
+    names = [n for _, n in heads]
+    check("command -o rel.txt: every process's report, named, in the directory of the run",
+          r.returncode == 0 and r.stdout == "7\n" and "python3" in names and "true" in names and
+          os.listdir(runs) == ["run.txt"], r.stdout + str(heads))
+    r = run([hakmem, "-o", "run.txt", "/bin/true"], cwd=runs)
+    heads = re.findall(r"^hakmem statistics ", open(os.path.join(runs, "run.txt")).read(), re.M)
+    check("command -o: a run starts the file anew", r.returncode == 0 and len(heads) == 1, r.stdout + str(heads))
+    r = run([hakmem, "--banner", "sh", "-c", "sh -c /bin/true; /bin/true"])
+    check("command --banner: one banner for a program that starts others",
+          r.returncode == 0 and len(re.findall(r"^hakmem \d+\.\d+\.\d+: profile", r.stdout, re.M)) == 1, r.stdout)
+    r = run([hakmem, "sh", "-c", "sh -c /bin/true; /bin/true"], env=dict(os.environ, HAKMEM_PROFILE="turbo"))
+    check("command: a refused option warns once",
+          r.returncode == 0 and r.stdout.count("hakmem: warning:") == 1 and "HAKMEM_PROFILE=turbo" in r.stdout, r.stdout)
     r = run([hakmem, "--stats", "--banner", "python3", "-c", "print(sum(len(str(i)) for i in range(10**5)))"])
     check("command --stats --banner on python3",
           r.returncode == 0 and "488890" in r.stdout and "hakmem 0.1" in r.stdout and
@@ -205,7 +261,7 @@ EXPECT = {
     "Any program, unchanged": r"^100000$",
     "C, with pkg-config": r"^hello from hakmem \(\d+ usable bytes\)$",
     "C++, with CMake": r"^1000 words, \d+ usable bytes in a string$",
-    "Rust": r"^100000 entries; hakmem statistics \(profile auto\)$",
+    "Rust": r"^100000 entries; hakmem statistics \(profile auto\), process \d+ \(app\)$",
 }
 NEEDS = {"C, with pkg-config": "pkg-config", "C++, with CMake": "cmake", "Rust": "cargo"}
 

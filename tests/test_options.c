@@ -107,7 +107,7 @@ static void test_invalid_values(void) {
     {"HAKMEM_PURGE_DELAY_MS=99999999999999999999", "hakmem: warning: HAKMEM_PURGE_DELAY_MS=99999999999999999999 is not a number; using 100\n",
      "PURGE_DELAY_MS", 100},
     {"HAKMEM_STATS=2", "hakmem: warning: HAKMEM_STATS=2 is not one of 0|1|json; using 0\n", "STATS", 0},
-    {"HAKMEM_ROUTE_BANNER=maybe", "hakmem: warning: HAKMEM_ROUTE_BANNER=maybe is not 0 or 1; using 0\n",
+    {"HAKMEM_ROUTE_BANNER=maybe", "hakmem: warning: HAKMEM_ROUTE_BANNER=maybe is not one of 0|1|once; using 0\n",
      "ROUTE_BANNER", 0},
     {"HAKMEM_SHARED_POOL_SLOTS=65", "hakmem: warning: HAKMEM_SHARED_POOL_SLOTS=65 is out of range 0..64; using 64\n",
      "SHARED_POOL_SLOTS", 64},
@@ -236,7 +236,7 @@ static void test_docs_agree(void) {
             prof, want);
     }
     char range[300];
-    if (d->kind == HAK_OPT_CHOICE) {
+    if (d->choices) {
       snprintf(range, sizeof range, "%s", d->choices);
     } else if (d->kind == HAK_OPT_STRING) {
       snprintf(range, sizeof range, "path");

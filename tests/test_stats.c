@@ -158,6 +158,8 @@ static int child_main(void) {
   }
   void *big = malloc(1 << 20);
   escape(big);
+  const char *dir = getenv("TEST_CHDIR");   /* a program that changes directory before it exits */
+  if (dir && chdir(dir) != 0) return 1;
   return 0;
 }
 
@@ -175,7 +177,9 @@ static void test_reports(void) {
 
   const char *text[] = {"HAKMEM_STATS=1", NULL};
   run_child(text);
-  CHECK(strstr(err, "hakmem statistics (profile auto)\n") != NULL, "no text report: %.200s", err);
+  char head[128];
+  CHECK(sscanf(err, "hakmem statistics (profile auto), process %*d (%127[^)])", head) == 1 && strstr(err, ")\n class"),
+        "no text report naming the process: %.200s", err);
   CHECK(strstr(err, " tier ") && strstr(err, " bigcache: ") && strstr(err, " os: mmap ") && strstr(err, " rss: "),
         "report sections missing: %s", err);
   if (HAK_STAT >= 2)
@@ -194,12 +198,31 @@ static void test_reports(void) {
   CHECK(err[0] == 0, "JSON report went to stderr: %.200s", err);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
-                            "assert d[\"balanced\"] == d[\"counted\"] == %d and len(d[\"classes\"]) == %d and d[\"tiers\"][\"large\"][\"allocs\"] == 1' %s",
+                            "assert d[\"balanced\"] == d[\"counted\"] == %d and len(d[\"classes\"]) == %d and d[\"tiers\"][\"large\"][\"allocs\"] == 1 "
+                            "and d[\"pid\"] > 0 and d[\"process\"]' %s",
            HAK_STAT >= 2, HAK_CLASSES, path);
   CHECK(system(cmd) == 0, "JSON report does not parse or lacks fields (%s)", path);
   snprintf(cmd, sizeof cmd, "python3 -m json.tool %s > /dev/null", path);
   CHECK(system(cmd) == 0, "python3 -m json.tool rejects the report");
   unlink(path);
+
+  /* Processes that share a file append their reports, each named; a
+   * relative name is taken in the directory the process started in. */
+  char shared[] = "/tmp/hakmem-stats-shared-XXXXXX";
+  CHECK(mkdtemp(shared) != NULL, "mkdtemp");
+  char back[4096];
+  CHECK(getcwd(back, sizeof back) != NULL && chdir(shared) == 0, "chdir %s", shared);
+  const char *appended[] = {"HAKMEM_STATS=1", "HAKMEM_STATS_FILE=shared.txt", "TEST_CHDIR=/", NULL};
+  run_child(appended);
+  run_child(appended);
+  CHECK(chdir(back) == 0, "chdir back");
+  snprintf(cmd, sizeof cmd,
+           "[ \"$(grep -c '^hakmem statistics (profile auto), process [0-9]* (' %s/shared.txt)\" = 2 ] && "
+           "[ \"$(grep -o 'process [0-9]*' %s/shared.txt | sort -u | wc -l)\" = 2 ] && [ ! -e /shared.txt ]",
+           shared, shared);
+  CHECK(system(cmd) == 0, "two processes did not leave two named reports in %s/shared.txt", shared);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", shared);
+  CHECK(system(cmd) == 0, "rm %s", shared);
 
   /* %p in the file name is the process id: a program's children write
    * their own reports. */

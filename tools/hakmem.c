@@ -5,15 +5,27 @@
  *
  * The program is started with the shared library in LD_PRELOAD (before any
  * library already there) and the options as HAKMEM_* variables, by exec: its
- * exit status and signals are its own. The library is the one beside this
- * command (a build tree: build/hakmem, build/libhakmem.so) or in ../lib of
- * its directory (an installed prefix: bin/hakmem, lib/libhakmem.so.N); with
- * --secure the secure build's (build/secure/libhakmem-secure.so, or
- * lib/libhakmem-secure.so.N, installed by make install SECURE=1). The
- * command itself runs on hakmem (it is linked with libhakmem.a), which is
- * where --options reads the table from. */
+ * exit status and signals are its own; the command's own failures (no
+ * library) are status 125, as env's, apart from 126 and 127 (the program
+ * cannot be run, or is not found). The library is the one beside this
+ * command (a build tree: build/hakmem, build/libhakmem.so), else
+ * libhakmem.so.N in the directory make install put it in (LIBDIR, compiled
+ * into the installed command), else in ../lib, ../lib64 or ../lib/<multiarch>
+ * of its directory (a prefix moved elsewhere); with --secure the secure
+ * build's (build/secure/libhakmem-secure.so, libhakmem-secure.so.N,
+ * installed by make install SECURE=1).
+ *
+ * The command itself runs on hakmem (it is linked with libhakmem.a), which is
+ * where --options reads the table from, and which warns once about the
+ * HAKMEM_* variables it cannot use; those are left out of the program's
+ * environment, where they would be ignored the same way, so that the
+ * program and its children do not warn again. The statistics file (-o)
+ * is made absolute and emptied here, once: each process of the run appends
+ * its own report (a program that changes directory still writes there). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,14 +55,16 @@ static const char HELP[] =
     "  --stats          print hakmem's statistics when the program exits (HAKMEM_STATS=1)\n"
     "  --stats=json     the same as one JSON object (HAKMEM_STATS=json)\n"
     "  -o FILE          the statistics go to FILE instead of stderr; implies --stats;\n"
-    "                   %p in FILE becomes the process id (a report per process)\n"
-    "  --banner         describe hakmem's configuration on stderr at start-up\n"
+    "                   every process of the run appends its report, named by its\n"
+    "                   first line; %p in FILE becomes the process id (a file each)\n"
+    "  --banner         describe hakmem's configuration on stderr at start-up, once\n"
     "  --options        list every option: values, defaults per profile, meaning\n"
     "  --version        print the version and the library that would be preloaded\n"
     "  --help           this text\n"
     "\n"
     "Any other option can be given as a HAKMEM_<NAME> variable (hakmem --options).\n"
-    "Child processes of PROGRAM inherit the allocator and the options.\n";
+    "Child processes of PROGRAM inherit the allocator and the options. Status 125:\n"
+    "hakmem's library was not found.\n";
 
 /* The command ends by _exit: its own statistics, which HAKMEM_STATS in its
  * environment may ask for, are not the program's. */
@@ -69,33 +83,75 @@ static void write_stdout(const char *text, void *arg) {
   fputs(text, stdout);
 }
 
+#define FAILED 125   /* the command's own failure */
+
 static int secure;   /* --secure: the secure build's library */
 
-/* The shared library to preload, found from this command's own path; NULL
- * if there is none. */
-static const char *find_library(char *out, size_t size) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return NULL;
+/* The places the library is looked for, in order: a directory (absolute,
+ * or relative to this command's) and the file name there. */
+#ifndef HAKMEM_LIBDIR
+#define HAKMEM_LIBDIR ""
+#endif
+#ifndef HAKMEM_MULTIARCH
+#define HAKMEM_MULTIARCH ""
+#endif
+static const char *const dirs[] = {".", HAKMEM_LIBDIR, "../lib", "../lib64", "../lib/" HAKMEM_MULTIARCH};
+
+static const char *library_name(size_t dir) {
+  if (dir == 0) return secure ? "secure/libhakmem-secure.so" : "libhakmem.so";
+  return secure ? "libhakmem-secure.so." MAJOR : "libhakmem.so." MAJOR;
+}
+
+/* The directory of this command into self; false if unknown. */
+static bool own_dir(char *self, size_t size) {
+  ssize_t n = readlink("/proc/self/exe", self, size - 1);
+  if (n <= 0) return false;
   self[n] = '\0';
   char *slash = strrchr(self, '/');
-  if (!slash) return NULL;
+  if (!slash) return false;
   *slash = '\0';
-  const char *candidates[] = {secure ? "/secure/libhakmem-secure.so" : "/libhakmem.so",
-                              secure ? "/../lib/libhakmem-secure.so." MAJOR : "/../lib/libhakmem.so." MAJOR};
-  for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
-    char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof path, "%s%s", self, candidates[i]) >= sizeof path) continue;
+  return true;
+}
+
+/* dirs[i] as a directory path; NULL if it names none here. */
+static const char *dir_path(size_t i, const char *self, char *buf, size_t size) {
+  const char *d = dirs[i];
+  if (!*d || (i == 4 && !*HAKMEM_MULTIARCH)) return NULL;
+  if (d[0] == '/') return d;
+  if ((size_t)snprintf(buf, size, "%s/%s", self, d) >= size) return NULL;
+  return buf;
+}
+
+/* The shared library to preload; NULL if there is none. */
+static const char *find_library(char *out, size_t size) {
+  char self[PATH_MAX], dir[PATH_MAX], path[PATH_MAX];
+  if (!own_dir(self, sizeof self)) return NULL;
+  for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+    const char *d = dir_path(i, self, dir, sizeof dir);
+    if (!d || (size_t)snprintf(path, sizeof path, "%s/%s", d, library_name(i)) >= sizeof path) continue;
     if (access(path, R_OK) == 0 && realpath(path, out) && strlen(out) < size) return out;
   }
   return NULL;
 }
 
+/* What was looked for, and where, into f. */
+static void print_searched(FILE *f) {
+  char self[PATH_MAX], dir[PATH_MAX];
+  bool known = own_dir(self, sizeof self);
+  fprintf(f, "%s (looked in", library_name(1));
+  for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+    const char *d = known || dirs[i][0] == '/' ? dir_path(i, self, dir, sizeof dir) : NULL;
+    if (d) fprintf(f, " %s", d);
+  }
+  fprintf(f, ")%s", secure ? "; make install SECURE=1 installs it" : "");
+}
+
 static const char *library_or_die(char *out, size_t size) {
   if (!find_library(out, size)) {
-    fprintf(stderr, "hakmem: cannot find %s beside this command or in its ../lib\n",
-            secure ? "libhakmem-secure.so (make secure; make install SECURE=1)" : "libhakmem.so");
-    done(127);
+    fprintf(stderr, "hakmem: cannot find ");
+    print_searched(stderr);
+    fprintf(stderr, "\n");
+    done(FAILED);
   }
   return out;
 }
@@ -103,8 +159,50 @@ static const char *library_or_die(char *out, size_t size) {
 static void set(const char *name, const char *value) {
   if (setenv(name, value, 1) != 0) {
     perror("hakmem: setenv");
-    done(127);
+    done(FAILED);
   }
+}
+
+/* The HAKMEM_* variables the library warned about at this command's start
+ * (unknown, or a value it refuses) leave the environment. */
+static void drop_refused_options(void) {
+  extern char **environ;
+  for (size_t i = 0; environ[i];) {
+    const char *e = environ[i], *eq = strchr(e, '=');
+    bool refused = false;
+    if (strncmp(e, "HAKMEM_", 7) == 0 && eq) {
+      int option = -1;
+      for (int o = 0; o < hak_option_count; o++) {
+        const char *name = hak_option_name((hak_option_t)o);
+        if (strlen(name) == (size_t)(eq - e - 7) && strncmp(e + 7, name, (size_t)(eq - e - 7)) == 0) option = o;
+      }
+      refused = option < 0 || hak_option_set_text((hak_option_t)option, eq + 1) != 0;
+    }
+    if (!refused) {
+      i++;
+      continue;
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)(eq - e), e);
+    unsetenv(name);
+  }
+}
+
+/* -o FILE: absolute, and emptied unless each process writes its own (%p). */
+static void stats_file(const char *file) {
+  char path[PATH_MAX], cwd[PATH_MAX];
+  if (file[0] != '/' && getcwd(cwd, sizeof cwd) &&
+      (size_t)snprintf(path, sizeof path, "%s/%s", cwd, file) < sizeof path)
+    file = path;
+  if (!strstr(file, "%p")) {
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      fprintf(stderr, "hakmem: cannot write %s: %s\n", file, strerror(errno));
+      done(FAILED);
+    }
+    close(fd);
+  }
+  set("HAKMEM_STATS_FILE", file);
 }
 
 /* The value of "--name=value" or "--name value"; NULL if arg is not --name. */
@@ -137,7 +235,14 @@ int main(int argc, char **argv) {
       done(0);
     }
     if (strcmp(arg, "--version") == 0) {
-      printf("hakmem %s\nlibrary: %s\n", VERSION, find_library(library, sizeof library) ? library : "(not found)");
+      printf("hakmem %s\nlibrary: ", VERSION);
+      if (find_library(library, sizeof library)) {
+        printf("%s\n", library);
+      } else {
+        printf("not found: ");
+        print_searched(stdout);
+        printf("\n");
+      }
       done(0);
     }
     if (strcmp(arg, "--options") == 0) {
@@ -149,7 +254,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(arg, "--stats=json") == 0) {
       stats = "json";
     } else if (strcmp(arg, "--banner") == 0) {
-      set("HAKMEM_ROUTE_BANNER", "1");
+      set("HAKMEM_ROUTE_BANNER", "once");
     } else if ((value = option_value(argc, argv, &i, "--profile"))) {
       if (hak_option_set_text(hak_option_profile, value) != 0) usage_error("unknown profile", value);
       set("HAKMEM_PROFILE", value);
@@ -164,8 +269,9 @@ int main(int argc, char **argv) {
     }
   }
   if (i >= argc) usage_error("no program to run", NULL);
+  drop_refused_options();
   if (file) {
-    set("HAKMEM_STATS_FILE", file);
+    stats_file(file);
     if (!stats) stats = "1";
   }
   if (stats) set("HAKMEM_STATS", stats);
@@ -177,7 +283,7 @@ int main(int argc, char **argv) {
     char *both = malloc(n);
     if (!both) {
       perror("hakmem");
-      done(127);
+      done(FAILED);
     }
     snprintf(both, n, "%s:%s", library, old);
     set("LD_PRELOAD", both);

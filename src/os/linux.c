@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -35,6 +36,8 @@
 #define os_write(fd, buf, n) syscall(SYS_write, fd, buf, n)
 #define os_close(fd) syscall(SYS_close, fd)
 #define os_getpid() ((int)syscall(SYS_getpid))
+#define os_flock(fd, op) syscall(SYS_flock, fd, op)
+#define os_getcwd(buf, n) (syscall(SYS_getcwd, buf, n) > 0 ? (buf) : NULL)
 #else
 #define os_mmap mmap
 #define os_munmap munmap
@@ -47,6 +50,8 @@
 #define os_write write
 #define os_close close
 #define os_getpid getpid
+#define os_flock flock
+#define os_getcwd getcwd
 #endif
 
 static size_t page_size = 4096;
@@ -311,6 +316,21 @@ int hak_os_open_write(const char *path) {
   int fd = os_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   errno = e;
   return fd;
+}
+
+int hak_os_open_append(const char *path) {
+  int e = errno;
+  int fd = os_open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd >= 0) os_flock(fd, LOCK_EX);
+  errno = e;
+  return fd;
+}
+
+bool hak_os_cwd(char *buf, size_t n) {
+  int e = errno;
+  bool ok = os_getcwd(buf, n) != NULL;
+  errno = e;
+  return ok;
 }
 
 bool hak_os_copy_file(const char *path, int fd) {
