@@ -140,7 +140,7 @@ void        hak_options_print(hak_write_fn *write, void *arg);
   X(dirty_bytes, "bytes of free slab units not given back yet (arena)")   \
   X(purge_delay_ms, "the release policy's purge delay now, ms")           \
   X(os_maps, "mmap calls")                                                 \
-  X(os_map_bytes, "bytes mapped")                                          \
+  X(os_map_bytes, "bytes mapped, the address space reserved apart")       \
   X(os_unmaps, "munmap calls")                                             \
   X(os_unmap_bytes, "bytes unmapped")                                      \
   X(os_decommits, "madvise calls giving pages back (MADV_DONTNEED)")       \
@@ -157,7 +157,8 @@ void        hak_options_print(hak_write_fn *write, void *arg);
   X(frees, "blocks freed, all tiers")                                      \
   X(live, "blocks in use now, all tiers")                                  \
   X(counted, "1 if every allocation and free is counted (STAT=2)")         \
-  X(balanced, "1 if allocations = frees + live blocks (when counted)")
+  X(balanced, "1 if allocations = frees + live blocks (when counted)")     \
+  X(os_reserved_bytes, "bytes of address space reserved (the arena), not memory")
 
 /* The adaptive controller's knobs (docs/ace.md), in the order of knobs[]:
  * what each one is now, where it started (its option's value), the range

@@ -80,6 +80,7 @@ bool     hak_os_code_write(void *at, const void *bytes, size_t n);
 /* Counts of the calls above that change the address space. */
 typedef struct hak_os_counters_s {
   uint64_t maps, map_bytes, unmaps, unmap_bytes, decommits, decommit_bytes, remaps;
+  uint64_t reserved_bytes;   /* of maps: address space reserved, charged nothing (the arena) */
 } hak_os_counters_t;
 void     hak_os_counters(hak_os_counters_t *out);
 _Noreturn void hak_os_abort(void);

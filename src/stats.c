@@ -101,6 +101,7 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
   hak_os_counters(&os);
   st->os_maps = os.maps;
   st->os_map_bytes = os.map_bytes;
+  st->os_reserved_bytes = os.reserved_bytes;
   st->os_unmaps = os.unmaps;
   st->os_unmap_bytes = os.unmap_bytes;
   st->os_decommits = os.decommits;
@@ -244,11 +245,12 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   hak_out_u64(o, (uint64_t)hak_os_pid());
   hak_out_str(o, " (");
   hak_out_str(o, name);
-  hak_out_str(o, ")\n class  size     allocs      frees     live  hit%  refills  flushes   remote slabs   bytes live\n");
+  hak_out_str(o, "), explained in docs/statistics.md\n"
+                 " class     size     allocs      frees     live  hit%  refills  flushes   remote slabs   bytes live\n");
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     const struct hak_class_stats *cs = &st->classes[c];
     if (!cs->allocs && !cs->frees && !cs->live && !cs->slabs && !cs->refills) continue;
-    static const uint8_t widths[] = {6, 6, 11, 11, 9, 6, 9, 9, 9, 6, 13};
+    static const uint8_t widths[] = {6, 9, 11, 11, 9, 6, 9, 9, 9, 6, 13};
     const uint64_t row[] = {c, cs->block_size, OP_COUNT(cs->allocs), OP_COUNT(cs->frees), cs->live,
                             OP_COUNT(cs->allocs ? cs->cache_hits * 100 / cs->allocs : 0), cs->refills, cs->flushes,
                             cs->remote_frees, cs->slabs, cs->bytes_live};
@@ -281,6 +283,11 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   hak_out_u64(o, st->os_maps);
   hak_out_str(o, " (");
   put_mib(o, st->os_map_bytes);
+  if (st->os_reserved_bytes) {
+    hak_out_str(o, "; and ");
+    hak_out_size(o, st->os_reserved_bytes);
+    hak_out_str(o, " of address space reserved, not memory");
+  }
   hak_out_str(o, "), munmap ");
   hak_out_u64(o, st->os_unmaps);
   hak_out_str(o, " (");
@@ -342,12 +349,23 @@ static void json_string(hak_out_t *o, const char *s) {
   }
 }
 
-static void json_field(hak_out_t *o, const char *name, uint64_t v, bool *first) {
+/* name: v, or null where known is false (a figure this build does not
+ * count: make STAT=2). */
+static void json_field(hak_out_t *o, const char *name, uint64_t v, bool known, bool *first) {
   hak_out_str(o, *first ? "\"" : ",\"");
   hak_out_str(o, name);
   hak_out_str(o, "\":");
-  hak_out_u64(o, v);
+  if (known) hak_out_u64(o, v);
+  else hak_out_str(o, "null");
   *first = false;
+}
+
+/* Is the field named so counted only by make STAT=2 (on the fast paths)? */
+static bool fast_path_count(const char *name) {
+  static const char *const names[] = {"allocs", "frees", "cache_hits", "requested", "balanced"};
+  for (unsigned i = 0; i < sizeof names / sizeof *names; i++)
+    if (strcmp(name, names[i]) == 0) return true;
+  return false;
 }
 
 static void print_json(hak_out_t *o, const struct hak_stats *st) {
@@ -367,8 +385,8 @@ static void print_json(hak_out_t *o, const struct hak_stats *st) {
     const struct hak_class_stats *cs = &st->classes[c];
     hak_out_str(o, c ? ",{" : "{");
     first = true;
-    json_field(o, "class", c, &first);
-#define FIELD_(name, doc) json_field(o, #name, cs->name, &first);
+    json_field(o, "class", c, true, &first);
+#define FIELD_(name, doc) json_field(o, #name, cs->name, st->counted || !fast_path_count(#name), &first);
     HAK_STATS_CLASS_FIELDS(FIELD_)
 #undef FIELD_
     hak_out_str(o, "}");
@@ -381,7 +399,7 @@ static void print_json(hak_out_t *o, const struct hak_stats *st) {
     hak_out_str(o, tier_names[i]);
     hak_out_str(o, "\":{");
     first = true;
-#define FIELD_(name, doc) json_field(o, #name, t->name, &first);
+#define FIELD_(name, doc) json_field(o, #name, t->name, st->counted || i == 2 || !fast_path_count(#name), &first);
     HAK_STATS_TIER_FIELDS(FIELD_)
 #undef FIELD_
     hak_out_str(o, "}");
@@ -393,14 +411,14 @@ static void print_json(hak_out_t *o, const struct hak_stats *st) {
     hak_out_str(o, hak_ace_name((enum hak_knob_e)i));
     hak_out_str(o, "\":{");
     first = true;
-#define FIELD_(name, doc) json_field(o, #name, k->name, &first);
+#define FIELD_(name, doc) json_field(o, #name, k->name, true, &first);
     HAK_STATS_KNOB_FIELDS(FIELD_)
 #undef FIELD_
     hak_out_str(o, "}");
   }
   hak_out_str(o, "}");
   first = false;
-#define FIELD_(name, doc) json_field(o, #name, st->name, &first);
+#define FIELD_(name, doc) json_field(o, #name, st->name, st->counted || !fast_path_count(#name), &first);
   HAK_STATS_GLOBAL_FIELDS(FIELD_)
 #undef FIELD_
   hak_out_str(o, "}\n");

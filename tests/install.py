@@ -205,7 +205,7 @@ def test_command(hakmem, tmp):
     runs = os.path.join(tmp, "runs")
     os.makedirs(runs)
     r = run([hakmem, "-o", "run.txt", "sh", "-c", "cd / && python3 -c 'print(7)' && /bin/true"], cwd=runs)
-    heads = re.findall(r"^hakmem statistics \(profile auto\), process (\d+) \((.*)\)$",
+    heads = re.findall(r"^hakmem statistics \(profile auto\), process (\d+) \(([^)]*)\), explained in docs/statistics\.md$",
                        open(os.path.join(runs, "run.txt")).read() if os.path.exists(os.path.join(runs, "run.txt")) else "",
                        re.M)
     names = [n for _, n in heads]
@@ -261,7 +261,7 @@ EXPECT = {
     "Any program, unchanged": r"^100000$",
     "C, with pkg-config": r"^hello from hakmem \(\d+ usable bytes\)$",
     "C++, with CMake": r"^1000 words, \d+ usable bytes in a string$",
-    "Rust": r"^100000 entries; hakmem statistics \(profile auto\), process \d+ \(app\)$",
+    "Rust": r"^100000 entries; hakmem statistics \(profile auto\), process \d+ \(app\), explained in docs/statistics\.md$",
 }
 NEEDS = {"C, with pkg-config": "pkg-config", "C++, with CMake": "cmake", "Rust": "cargo"}
 

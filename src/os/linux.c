@@ -57,6 +57,7 @@
 static size_t page_size = 4096;
 
 static _Atomic uint64_t n_maps, n_map_bytes, n_unmaps, n_unmap_bytes, n_decommits, n_decommit_bytes, n_remaps;
+static _Atomic uint64_t n_reserved_bytes;   /* address space reserved (MAP_NORESERVE), not memory */
 
 static void count(_Atomic uint64_t *calls, _Atomic uint64_t *bytes, size_t size) {
   atomic_fetch_add_explicit(calls, 1, memory_order_relaxed);
@@ -71,6 +72,7 @@ void hak_os_counters(hak_os_counters_t *out) {
   out->decommits = atomic_load(&n_decommits);
   out->decommit_bytes = atomic_load(&n_decommit_bytes);
   out->remaps = atomic_load(&n_remaps);
+  out->reserved_bytes = atomic_load(&n_reserved_bytes);
 }
 
 void hak_os_init(void) {
@@ -85,7 +87,7 @@ static void *map_raw(void *hint, size_t size, int prot, int extra) {
   void *p = os_mmap(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
   errno = e;
   if (p == MAP_FAILED) return NULL;
-  count(&n_maps, &n_map_bytes, size);
+  count(&n_maps, extra & MAP_NORESERVE ? &n_reserved_bytes : &n_map_bytes, size);
   HAK_TRACK_MAPPED(p, size);
   return p;
 }
@@ -103,6 +105,20 @@ void hak_os_unmap(void *p, size_t size) {
  * as the kernel places mappings top-down. */
 static _Atomic uintptr_t aligned_hint;
 
+/* Unmap a trimmed end of a mapping (of a reservation: extra has
+ * MAP_NORESERVE, and the bytes come off the reserved ones). */
+static void trim(void *p, size_t size, int extra) {
+  if (!(extra & MAP_NORESERVE)) {
+    hak_os_unmap(p, size);
+    return;
+  }
+  int e = errno;
+  count(&n_unmaps, NULL, 0);
+  atomic_fetch_sub_explicit(&n_reserved_bytes, size, memory_order_relaxed);
+  os_munmap(p, size);
+  errno = e;
+}
+
 /* Over-allocate by align and trim both ends. */
 static void *map_trimmed(size_t size, size_t align, int extra) {
   if (size + align < size) return NULL;
@@ -111,8 +127,8 @@ static void *map_trimmed(size_t size, size_t align, int extra) {
   uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
   size_t head = a - (uintptr_t)p;
   size_t tail = align - head;
-  if (head) hak_os_unmap(p, head);
-  if (tail) hak_os_unmap((char *)a + size, tail);
+  if (head) trim(p, head, extra);
+  if (tail) trim((char *)a + size, tail, extra);
   return (void *)a;
 }
 
