@@ -99,6 +99,11 @@ int         hak_option_set_text(hak_option_t option, const char *text);
 const char *hak_option_name(hak_option_t option);         /* e.g. "PURGE_DELAY_MS" */
 /* Every option with its range or choices, its default under each profile
  * and what it does, a few lines each (what `hakmem --options` shows). */
+/* Options a program linked with hakmem sets for itself, as a list
+ * "name=value,name=value" (names in any case: "profile=lean,purge_delay_ms=50"),
+ * by defining this variable; HAKMEM_OPTIONS in the environment (the same
+ * form) and the HAKMEM_<NAME> variables override it, in that order. */
+extern const char *hakmem_options;
 void        hak_options_print(hak_write_fn *write, void *arg);
 
 /* ---- statistics

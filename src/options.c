@@ -1,10 +1,13 @@
 /* The options table: every tunable of hakmem, in one place.
  *
- * Each option is read once, at initialisation, from HAKMEM_<NAME> by a scan
- * of the environment that does not allocate; nothing else in the library
- * reads the environment. HAKMEM_PROFILE chooses the column of defaults; any
- * option given explicitly overrides it. docs/options.md documents the table
- * (a test checks they agree). */
+ * Each option is read once, at initialisation, without allocating, from
+ * three places, each overriding the one before: the string a program linked
+ * with hakmem may define (const char *hakmem_options = "profile=lean,...",
+ * as jemalloc's malloc_conf), the HAKMEM_OPTIONS variable (the same form),
+ * and the HAKMEM_<NAME> variables; nothing else in the library reads the
+ * environment. The profile chooses the column of defaults; any option given
+ * explicitly overrides it. docs/options.md documents the table (a test
+ * checks they agree). */
 #include <errno.h>
 #include <limits.h>
 
@@ -172,12 +175,19 @@ static const char *parse_value(hak_option_t option, const char *v, long *out) {
   return *out < d->min || *out > d->max ? OUT_OF_RANGE : NULL;
 }
 
-/* One warning line: the value v of option is not valid, and why. */
-static void warn_value(hak_option_t option, const char *v, const char *why) {
+/* Where a value comes from, for its warning: "HAKMEM_" for a variable of
+ * its own, else the name of the list it is in. */
+static const char *const VARIABLE = "HAKMEM_";
+
+/* One warning line: the value v of option (given in from) is not valid,
+ * and why. */
+static void warn_value(const char *from, hak_option_t option, const char *v, const char *why) {
   const hak_option_desc_t *d = &table[option];
   hak_out_t o;
   hak_out_init(&o, NULL, NULL);
-  hak_out_str(&o, "hakmem: warning: HAKMEM_");
+  hak_out_str(&o, "hakmem: warning: ");
+  hak_out_str(&o, from);
+  if (from != VARIABLE) hak_out_str(&o, ": ");
   hak_out_str(&o, d->name);
   hak_out_str(&o, "=");
   hak_out_str(&o, v);
@@ -195,30 +205,35 @@ static void warn_value(hak_option_t option, const char *v, const char *why) {
   hak_out_str(&o, "\n");
 }
 
-static void warn_unknown(const char *entry) {
+static void warn_unknown(const char *from, const char *entry) {
   hak_out_t o;
   hak_out_init(&o, NULL, NULL);
   hak_out_str(&o, "hakmem: warning: unknown option ");
+  if (from == VARIABLE) hak_out_str(&o, VARIABLE);
   hak_out_chars(&o, entry, strcspn(entry, "="));
+  if (from != VARIABLE) {
+    hak_out_str(&o, " in ");
+    hak_out_str(&o, from);
+  }
   hak_out_str(&o, " ignored\n");
 }
 
 static const char PREFIX[] = "HAKMEM_";
+static const char LIST[] = "HAKMEM_OPTIONS";
 
-/* The option an environment entry "HAKMEM_NAME=value" names, or -1. */
+/* The option "NAME=value" names (any case), or -1; *value its value. */
 static int option_of_entry(const char *entry, const char **value) {
-  const char *name = entry + sizeof PREFIX - 1;
   for (int i = 0; i < hak_option_count; i++) {
     size_t n = strlen(table[i].name);
-    if (strncmp(name, table[i].name, n) == 0 && name[n] == '=') {
-      *value = name + n + 1;
+    if (same_word(entry, table[i].name, n) && entry[n] == '=') {
+      *value = entry + n + 1;
       return i;
     }
   }
   return -1;
 }
 
-static void set_from_env(hak_option_t option, const char *v) {
+static void set_from(const char *from, hak_option_t option, const char *v) {
   long value;
   if (table[option].kind == HAK_OPT_STRING) {
     strings[option] = *v ? v : NULL;
@@ -227,27 +242,74 @@ static void set_from_env(hak_option_t option, const char *v) {
   }
   const char *why = parse_value(option, v, &value);
   if (why) {
-    warn_value(option, v, why);
+    warn_value(from, option, v, why);
     return;
   }
   hak_option_values[option] = value;
   explicitly_set[option] = true;
 }
 
+/* The lists "name=value,name=value" of the program (hakmem_options) and of
+ * HAKMEM_OPTIONS, copied with their commas made NULs: string options point
+ * into them. */
+HAK_EXPORT const char *hakmem_options __attribute__((weak)) = NULL;
+static char program_list[1024], variable_list[1024];
+static size_t program_len, variable_len;
+
+static size_t split(char *dst, size_t n, const char *src) {
+  size_t len = src ? strlen(src) : 0;
+  if (len >= n) len = n - 1;
+  for (size_t i = 0; i < len; i++) dst[i] = src[i] == ',' ? 0 : src[i];
+  dst[len] = 0;
+  return len;
+}
+
+/* Set from every entry of the three places, in order: the profile only
+ * (profile), or every other option. */
+static void set_all(bool profile) {
+  const char *value;
+  const struct {
+    const char *from;
+    char *list;
+    size_t len;
+  } lists[] = {{"hakmem_options", program_list, program_len}, {LIST, variable_list, variable_len}};
+  for (unsigned l = 0; l < 2; l++)
+    for (char *t = lists[l].list; t < lists[l].list + lists[l].len; t += strlen(t) + 1) {
+      if (!*t) continue;
+      int option = option_of_entry(t, &value);
+      if (option < 0) {
+        if (!profile) warn_unknown(lists[l].from, t);
+      } else if ((option == hak_option_profile) == profile) {
+        set_from(lists[l].from, (hak_option_t)option, value);
+      }
+    }
+  for (char **e = hak_os_environ(); e && *e; e++) {
+    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) != 0) continue;
+    if (strncmp(*e, LIST, sizeof LIST - 1) == 0 && (*e)[sizeof LIST - 1] == '=') continue;
+    const char *name = *e + sizeof PREFIX - 1;
+    int option = -1;
+    for (int i = 0; i < hak_option_count && option < 0; i++) {
+      size_t n = strlen(table[i].name);
+      if (strncmp(name, table[i].name, n) == 0 && name[n] == '=') option = i;
+    }
+    if (option < 0) {
+      if (!profile) warn_unknown(VARIABLE, name);
+    } else if ((option == hak_option_profile) == profile) {
+      set_from(VARIABLE, (hak_option_t)option, name + strlen(table[option].name) + 1);
+    }
+  }
+}
+
 void hak_options_init(void) {
   hak_option_values[hak_option_profile] = HAK_PROFILE_DEFAULT;
-  char **env = hak_os_environ();
-  const char *value;
-  for (char **e = env; e && *e; e++)   /* the profile first: it sets the defaults */
-    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) == 0 && option_of_entry(*e, &value) == hak_option_profile)
-      set_from_env(hak_option_profile, value);
+  program_len = split(program_list, sizeof program_list, hakmem_options);
+  variable_len = 0;
+  for (char **e = hak_os_environ(); e && *e; e++)
+    if (strncmp(*e, LIST, sizeof LIST - 1) == 0 && (*e)[sizeof LIST - 1] == '=')
+      variable_len = split(variable_list, sizeof variable_list, *e + sizeof LIST);
+  set_all(true);   /* the profile first: it sets the defaults */
   apply_profile();
-  for (char **e = env; e && *e; e++) {
-    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) != 0) continue;
-    int option = option_of_entry(*e, &value);
-    if (option < 0) warn_unknown(*e);
-    else if (option != hak_option_profile) set_from_env((hak_option_t)option, value);
-  }
+  set_all(false);
   hak_ace_restart();
 }
 
@@ -257,7 +319,9 @@ void hak_options_init(void) {
 void hak_option_env_spent(hak_option_t option) {
   const char *value;
   for (char **e = hak_os_environ(); e && *e; e++) {
-    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) != 0 || option_of_entry(*e, &value) != (int)option || !*value) continue;
+    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) != 0 || option_of_entry(*e + sizeof PREFIX - 1, &value) != (int)option ||
+        !*value)
+      continue;
     char *v = (char *)value;
     v[0] = '0';
     v[1] = 0;

@@ -221,6 +221,11 @@ def test_command(hakmem, tmp):
     r = run([hakmem, "sh", "-c", "sh -c /bin/true; /bin/true"], env=dict(os.environ, HAKMEM_PROFILE="turbo"))
     check("command: a refused option warns once",
           r.returncode == 0 and r.stdout.count("hakmem: warning:") == 1 and "HAKMEM_PROFILE=turbo" in r.stdout, r.stdout)
+    r = run([hakmem, "sh", "-c", "echo $HAKMEM_OPTIONS; sh -c /bin/true"],
+            env=dict(os.environ, HAKMEM_OPTIONS="profile=lean,nope=1,purge_delay_ms=30"))
+    check("command: a refused entry of HAKMEM_OPTIONS warns once, the others stay",
+          r.returncode == 0 and r.stdout.count("hakmem: warning:") == 1 and "nope in HAKMEM_OPTIONS" in r.stdout and
+          "profile=lean,purge_delay_ms=30\n" in r.stdout, r.stdout)
     r = run([hakmem, "--stats", "--banner", "python3", "-c", "print(sum(len(str(i)) for i in range(10**5)))"])
     check("command --stats --banner on python3",
           r.returncode == 0 and "488890" in r.stdout and "hakmem 0.1" in r.stdout and

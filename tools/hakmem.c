@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "hakmem.h"
@@ -163,22 +164,58 @@ static void set(const char *name, const char *value) {
   }
 }
 
+/* The option "name=value" names (any case, up to its '='), or -1. */
+static int option_named(const char *entry, size_t len) {
+  for (int o = 0; o < hak_option_count; o++) {
+    const char *name = hak_option_name((hak_option_t)o);
+    if (strlen(name) == len && strncasecmp(entry, name, len) == 0) return o;
+  }
+  return -1;
+}
+
+/* Is "name=value" (name as the case asks) one the library takes? */
+static bool accepted(const char *entry, bool any_case) {
+  const char *eq = strchr(entry, '=');
+  if (!eq) return false;
+  int option = option_named(entry, (size_t)(eq - entry));
+  if (option < 0 || (!any_case && strncmp(entry, hak_option_name((hak_option_t)option), (size_t)(eq - entry)) != 0))
+    return false;
+  return hak_option_set_text((hak_option_t)option, eq + 1) == 0;
+}
+
+/* HAKMEM_OPTIONS with the entries the library refused left out. */
+static void keep_accepted_entries(const char *list) {
+  char kept[4096] = "", entry[1024];
+  for (const char *p = list; *p;) {
+    size_t n = strcspn(p, ",");
+    if (n && n < sizeof entry) {
+      memcpy(entry, p, n);
+      entry[n] = 0;
+      if (accepted(entry, true) && strlen(kept) + n + 2 < sizeof kept) {
+        if (*kept) strcat(kept, ",");
+        strcat(kept, entry);
+      }
+    }
+    p += n + (p[n] == ',');
+  }
+  if (*kept) set("HAKMEM_OPTIONS", kept);
+  else unsetenv("HAKMEM_OPTIONS");
+}
+
 /* The HAKMEM_* variables the library warned about at this command's start
- * (unknown, or a value it refuses) leave the environment. */
+ * (unknown, or a value it refuses; in HAKMEM_OPTIONS, such entries) leave
+ * the environment. */
 static void drop_refused_options(void) {
   extern char **environ;
+  const char *list = getenv("HAKMEM_OPTIONS");
+  if (list) {
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", list);
+    keep_accepted_entries(copy);
+  }
   for (size_t i = 0; environ[i];) {
     const char *e = environ[i], *eq = strchr(e, '=');
-    bool refused = false;
-    if (strncmp(e, "HAKMEM_", 7) == 0 && eq) {
-      int option = -1;
-      for (int o = 0; o < hak_option_count; o++) {
-        const char *name = hak_option_name((hak_option_t)o);
-        if (strlen(name) == (size_t)(eq - e - 7) && strncmp(e + 7, name, (size_t)(eq - e - 7)) == 0) option = o;
-      }
-      refused = option < 0 || hak_option_set_text((hak_option_t)option, eq + 1) != 0;
-    }
-    if (!refused) {
+    if (strncmp(e, "HAKMEM_", 7) != 0 || !eq || strncmp(e, "HAKMEM_OPTIONS=", 15) == 0 || accepted(e + 7, false)) {
       i++;
       continue;
     }
