@@ -7,8 +7,9 @@
  * the mapping size in pages in its low bits, so a thread can judge an entry
  * without touching memory it does not own yet; a single compare-and-swap
  * takes it. A request is served from its own bin or the next ones up to
- * twice its size; failing that, by the nearest entry of another size, which
- * large.c cuts to size (the rest is cached on its own; one munmap at most,
+ * twice its size; failing that, by a smaller one in a 2 MiB chunk of the
+ * arena, which large.c grows within its chunk; else by the nearest entry
+ * of another size, which large.c cuts to size (the rest is cached on its own; one munmap at most,
  * of the pages between the block's end and the rest's 2 MiB boundary), or
  * for a big one (GROW_MIN) grows with mremap: where a new mapping's pages
  * would each cost a page fault when the program touches them (a 16 MiB
@@ -34,7 +35,7 @@
 #define PAGE_SHIFT 12
 #define MIN_SHIFT 17                  /* bins start above 2^17 = HAK_LARGE_MIN */
 #define BINS (8 * (32 - MIN_SHIFT))   /* up to 2^32 */
-#define BIN_SLOTS 32
+#define BIN_SLOTS 8
 #define SLOTS (BINS * BIN_SLOTS)
 
 _Static_assert(HAK_LARGE_MIN == (size_t)1 << MIN_SHIFT, "bins start where large blocks may");
@@ -195,7 +196,23 @@ static hak_large_t *below(size_t max_size) {
   return NULL;
 }
 
-/* lookup's, else above's, else below's; on a miss of
+/* A cached chunk of the arena (large.c) smaller than min_size, from the
+ * largest bins down, for a request of up to 2 MiB: its block grows within
+ * its chunk with no system call, and the pages it adds were never touched,
+ * so none is held for nothing (an entry above twice the request would
+ * hold its own). Without it, the entries of the sizes asked for ran out in
+ * turn while the cache held others a little smaller. */
+static hak_large_t *below_chunk(size_t min_size) {
+  if (min_size > HAK_SS_SIZE) return NULL;
+  for (unsigned i = (bin_of(min_size) + 1) * BIN_SLOTS; i-- > 0;) {
+    uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
+    hak_large_t *hdr = v && slot_size(v) < min_size && hak_in_arena((uintptr_t)slot_header(v)) ? slot_take(i, v) : NULL;
+    if (hdr) return hdr;
+  }
+  return NULL;
+}
+
+/* lookup's, else below_chunk's, else above's, else below's; on a miss of
  * lookup the signs the adaptive controller reads: a miss, and whether an
  * entry that could have served it expired lately. */
 hak_large_t *hak_bigcache_take(size_t min_size) {
@@ -213,8 +230,8 @@ hak_large_t *hak_bigcache_take(size_t min_size) {
     }
   }
   if (!atomic_load_explicit(&cached, memory_order_relaxed)) return NULL;
-  hdr = above(min_size);
-  return hdr ? hdr : below(min_size);
+  if ((hdr = below_chunk(min_size)) || (hdr = above(min_size))) return hdr;
+  return below(min_size);
 }
 
 /* Unmap the entries older than BIGCACHE_DELAY_MS (the grace entry: than

@@ -22,17 +22,8 @@ static size_t page_round(size_t n) {
   return (n + page - 1) & ~(page - 1);
 }
 
-/* Mapping size for n bytes: up to a 2 MiB chunk, a power of two (the
- * pages past n cost address space only, until a block that uses them
- * reuses the mapping), so that any freed one of 512 KiB to 1 MiB, say,
- * serves any request of that range: with 8 sizes per doubling the
- * BigCache's entries of each size ran out in turn while it was full of
- * others (the soak: 2 misses and mappings anew a second); above, at most
- * 12.5% above n, in whole pages. */
-static size_t large_round(size_t n) {
-  if (n <= HAK_SS_SIZE) return (size_t)1 << (64 - __builtin_clzll(n - 1));
-  return page_round(hak_round_eighths(n));
-}
+/* Mapping size for n bytes: at most 12.5% above n, in whole pages. */
+static size_t large_round(size_t n) { return page_round(hak_round_eighths(n)); }
 
 /* Is hdr's mapping a chunk of the arena (hak_arena_take_large)? */
 static bool in_chunk(const hak_large_t *hdr) { return hak_in_arena(hdr->map_base); }

@@ -729,16 +729,16 @@ static void test_bigcache_fit(void) {
   free(big);
   hak_stats_get(&st);
   uint64_t maps = st.os_maps, unmaps = st.os_unmaps;
-  char *small = malloc(600u << 10);   /* a mapping of 1 MiB: under half of the cached one */
+  char *small = malloc(1u << 20);   /* under half of the cached one */
   escape(small);
-  CHECK(((uintptr_t)small & ~(uintptr_t)HAK_SS_MASK) == big_at, "600 KiB request did not take the cached 3 MiB mapping");
+  CHECK(((uintptr_t)small & ~(uintptr_t)HAK_SS_MASK) == big_at, "1 MiB request did not take the cached 3 MiB mapping");
   const char *m = (const char *)big_at;   /* blocks start at different lines of their first page */
   CHECK(m[8192] == 0x5a && m[(1u << 20) - 1] == 0x5a, "the cut mapping's pages were not kept");
   CHECK(hak_registry_kind(big_at + HAK_SS_SIZE) == HAK_REG_LARGE, "the rest past 2 MiB was not cached");
   hak_stats_get(&st);
   CHECK(st.os_maps == maps && st.os_unmaps <= unmaps + 1, "cutting a cached mapping took %llu mappings, %llu unmaps",
         (unsigned long long)(st.os_maps - maps), (unsigned long long)(st.os_unmaps - unmaps));
-  free(small);   /* cached now: 1 MiB at big_at, 1 MiB at 2 MiB past it */
+  free(small);   /* cached now: 1.1 MiB at big_at, 1 MiB at 2 MiB past it */
 
   char *mid = malloc(five);
   memset(mid, 0x6b, five);
