@@ -1,6 +1,7 @@
 /* The large path: blocks above HAK_MID_MAX (512 KiB; 128 KiB in the secure
  * build), and those realloc grew past HAK_LARGE_MIN, get a mapping of their
- * own.
+ * own: a 2 MiB chunk of the arena when the block fits one (outside the
+ * secure build; never unmapped nor moved, arena.c), else a mapping.
  *
  * The mapping starts on a 2 MiB boundary with the header (hak_large_t) there
  * and the block after it (64 bytes in and a number of cache lines more, up to

@@ -221,16 +221,22 @@ static void warn_unknown(const char *from, const char *entry) {
 static const char PREFIX[] = "HAKMEM_";
 static const char LIST[] = "HAKMEM_OPTIONS";
 
-/* The option "NAME=value" names (any case), or -1; *value its value. */
-static int option_of_entry(const char *entry, const char **value) {
+/* The option "NAME=value" names (in any case, with any_case), or -1;
+ * *value its value. */
+static int option_of_entry(const char *entry, bool any_case, const char **value) {
   for (int i = 0; i < hak_option_count; i++) {
     size_t n = strlen(table[i].name);
-    if (same_word(entry, table[i].name, n) && entry[n] == '=') {
+    if ((any_case ? same_word(entry, table[i].name, n) : strncmp(entry, table[i].name, n) == 0) && entry[n] == '=') {
       *value = entry + n + 1;
       return i;
     }
   }
   return -1;
+}
+
+/* The value of environment entry e if it is HAKMEM_OPTIONS, else NULL. */
+static const char *list_value(const char *e) {
+  return strncmp(e, LIST, sizeof LIST - 1) == 0 && e[sizeof LIST - 1] == '=' ? e + sizeof LIST : NULL;
 }
 
 static void set_from(const char *from, hak_option_t option, const char *v) {
@@ -264,49 +270,42 @@ static size_t split(char *dst, size_t n, const char *src) {
   return len;
 }
 
+/* One entry "name=value" of from: the profile only (profile), or every
+ * other option, and then an unknown name is reported. */
+static void set_entry(const char *from, const char *entry, bool any_case, bool profile) {
+  const char *value;
+  int option = option_of_entry(entry, any_case, &value);
+  if (option < 0) {
+    if (!profile) warn_unknown(from, entry);
+  } else if ((option == hak_option_profile) == profile) {
+    set_from(from, (hak_option_t)option, value);
+  }
+}
+
 /* Set from every entry of the three places, in order: the profile only
  * (profile), or every other option. */
 static void set_all(bool profile) {
-  const char *value;
   const struct {
     const char *from;
     char *list;
     size_t len;
   } lists[] = {{"hakmem_options", program_list, program_len}, {LIST, variable_list, variable_len}};
   for (unsigned l = 0; l < 2; l++)
-    for (char *t = lists[l].list; t < lists[l].list + lists[l].len; t += strlen(t) + 1) {
-      if (!*t) continue;
-      int option = option_of_entry(t, &value);
-      if (option < 0) {
-        if (!profile) warn_unknown(lists[l].from, t);
-      } else if ((option == hak_option_profile) == profile) {
-        set_from(lists[l].from, (hak_option_t)option, value);
-      }
-    }
-  for (char **e = hak_os_environ(); e && *e; e++) {
-    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) != 0) continue;
-    if (strncmp(*e, LIST, sizeof LIST - 1) == 0 && (*e)[sizeof LIST - 1] == '=') continue;
-    const char *name = *e + sizeof PREFIX - 1;
-    int option = -1;
-    for (int i = 0; i < hak_option_count && option < 0; i++) {
-      size_t n = strlen(table[i].name);
-      if (strncmp(name, table[i].name, n) == 0 && name[n] == '=') option = i;
-    }
-    if (option < 0) {
-      if (!profile) warn_unknown(VARIABLE, name);
-    } else if ((option == hak_option_profile) == profile) {
-      set_from(VARIABLE, (hak_option_t)option, name + strlen(table[option].name) + 1);
-    }
-  }
+    for (char *t = lists[l].list; t < lists[l].list + lists[l].len; t += strlen(t) + 1)
+      if (*t) set_entry(lists[l].from, t, true, profile);
+  for (char **e = hak_os_environ(); e && *e; e++)
+    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) == 0 && !list_value(*e))
+      set_entry(VARIABLE, *e + sizeof PREFIX - 1, false, profile);
 }
 
 void hak_options_init(void) {
   hak_option_values[hak_option_profile] = HAK_PROFILE_DEFAULT;
   program_len = split(program_list, sizeof program_list, hakmem_options);
   variable_len = 0;
-  for (char **e = hak_os_environ(); e && *e; e++)
-    if (strncmp(*e, LIST, sizeof LIST - 1) == 0 && (*e)[sizeof LIST - 1] == '=')
-      variable_len = split(variable_list, sizeof variable_list, *e + sizeof LIST);
+  for (char **e = hak_os_environ(); e && *e; e++) {
+    const char *list = list_value(*e);
+    if (list) variable_len = split(variable_list, sizeof variable_list, list);
+  }
   set_all(true);   /* the profile first: it sets the defaults */
   apply_profile();
   set_all(false);
@@ -319,7 +318,7 @@ void hak_options_init(void) {
 void hak_option_env_spent(hak_option_t option) {
   const char *value;
   for (char **e = hak_os_environ(); e && *e; e++) {
-    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) != 0 || option_of_entry(*e + sizeof PREFIX - 1, &value) != (int)option ||
+    if (strncmp(*e, PREFIX, sizeof PREFIX - 1) != 0 || option_of_entry(*e + sizeof PREFIX - 1, false, &value) != (int)option ||
         !*value)
       continue;
     char *v = (char *)value;

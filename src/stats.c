@@ -439,11 +439,14 @@ HAK_EXPORT void hak_stats_print_json(hak_write_fn *write, void *arg) { report(wr
 
 /* The working directory at start-up, against which a relative
  * HAKMEM_STATS_FILE is taken: a program that changed directory before it
- * exits writes where it was asked to ("" if it could not be read). */
+ * exits writes where it was asked to. Read only when the environment asked
+ * for a report in a relative file ("" otherwise, or if it could not be
+ * read: the file is then taken where the process is when it exits). */
 static char start_dir[4096];
 
 void hak_stats_init(void) {
-  if (!hak_os_cwd(start_dir, sizeof start_dir)) start_dir[0] = 0;
+  const char *path = hak_option_get_string(hak_option_stats_file);
+  if (hak_opt(hak_option_stats) && path && path[0] != '/' && !hak_os_cwd(start_dir, sizeof start_dir)) start_dir[0] = 0;
 }
 
 /* HAKMEM_STATS: the report at exit, to stderr or appended to
@@ -457,12 +460,13 @@ void hak_stats_at_exit(void) {
   const char *path = hak_option_get_string(hak_option_stats_file);
   if (path && path[0] != '/' && start_dir[0]) {
     size_t d = strlen(start_dir), n = strlen(path);
-    if (d + 1 + n < sizeof pattern) {
+    bool fits = d + 1 + n < sizeof pattern;
+    if (fits) {
       memcpy(pattern, start_dir, d);
       pattern[d] = '/';
       memcpy(pattern + d + 1, path, n + 1);
     }
-    path = d + 1 + n < sizeof pattern ? pattern : NULL;
+    path = fits ? pattern : NULL;
   }
   if (path && (!hak_path_expand(path, 0, buf, sizeof buf) || (fd = hak_os_open_append(buf)) < 0)) fd = 2;
   if (hak_opt(hak_option_stats) == 2) hak_stats_print_json(hak_write_fd, &fd);

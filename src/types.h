@@ -8,11 +8,13 @@
  *               classes use one unit (any unit); mid classes use 1..8 units
  *               starting at unit 1 or later, so their blocks are 64 KiB aligned
  *               at the slab start (a span class's slab is its one block).
- *   large block a private mapping whose header (hak_large_t) sits at the start
- *               of its first 2 MiB chunk, or just below the block for alignments
- *               of 2 MiB and more.
+ *   large block a 2 MiB chunk of the arena when it fits one, else a private
+ *               mapping; its header (hak_large_t) sits at the start of its
+ *               first 2 MiB chunk, or just below the block for alignments of
+ *               2 MiB and more.
  *   arena       16 GiB of address space reserved at start-up that SuperSlabs
- *               are carved from (when the reservation or the arena runs out,
+ *               are carved from (from its bottom) and large blocks' chunks
+ *               (from its top; when the reservation or the arena runs out,
  *               they are mapped one by one), and beside it the table of its
  *               units' descriptors, which free indexes by address alone.
  *   registry    one byte per 2 MiB chunk of the address space saying whether the
