@@ -3,7 +3,7 @@
 the `hakmem` command, `make uninstall`, a DESTDIR staging, and every example
 of README.md's "Install" section run as it stands in a fresh $HOME (C with
 pkg-config, C++ with CMake, the Rust crate), then the Rust crates' own
-`cargo test`.
+`cargo test` and `cargo package`, offline with an empty CARGO_HOME.
 
 README examples: a fenced block right after a line ending in "`NAME`:" is
 written to the file NAME; a ```sh block is run with bash -e; every bold
@@ -13,6 +13,7 @@ paragraph ("**C, with pkg-config.**") starts a new directory. The text
 Prints PASS/FAIL/SKIP lines, then "RESULT install <passed> <failed>".
 """
 
+import glob
 import json
 import os
 import re
@@ -342,15 +343,50 @@ def test_cmake_static(tmp):
 
 
 def test_cargo(tmp):
+    """The library crates build, test and package offline with nothing but the
+    toolchain: an empty CARGO_HOME, no crate cache, no network."""
     if not shutil.which("cargo"):
         print("SKIP install:cargo test (cargo not installed)")
         return
-    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(BUILD, "rust"))
-    r = run(["cargo", "test", "--quiet"], cwd=os.path.join(ROOT, "bindings", "rust"), env=env, timeout=900)
+    crates = os.path.join(ROOT, "bindings", "rust")
+    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(BUILD, "rust"),
+               CARGO_HOME=os.path.join(tmp, "cargo-home"), CARGO_NET_OFFLINE="true")
+    env.setdefault("RUSTUP_HOME", os.path.join(os.path.expanduser("~"), ".rustup"))
+    r = run(["cargo", "test", "--offline", "--quiet"], cwd=crates, env=env, timeout=900)
     results = re.findall(r"test result: (\w+)\. (\d+) passed; (\d+) failed", r.stdout)
     count = sum(int(p) for _, p, _ in results)
-    check("cargo test in bindings/rust (%d tests)" % count,
+    check("cargo test --offline in bindings/rust, empty CARGO_HOME (%d tests)" % count,
           r.returncode == 0 and count >= 6 and all(f == "0" for _, _, f in results), r.stdout)
+
+    # Package both crates, then build and test hakmem from the two .crate
+    # files alone, hakmem-sys taken from its package as crates.io would
+    # serve it (cargo's own verification cannot do this before 1.89: it
+    # looks for hakmem-sys on crates.io).
+    env["CARGO_TARGET_DIR"] = os.path.join(tmp, "cargo-package")
+    r = run(["cargo", "package", "--offline", "--allow-dirty", "--no-verify", "-p", "hakmem-sys", "-p", "hakmem"],
+            cwd=crates, env=env, timeout=900)
+    packages = os.path.join(tmp, "cargo-packages")
+    os.makedirs(packages)
+    crate = {}
+    for name in ("hakmem-sys", "hakmem"):
+        found = glob.glob(os.path.join(env["CARGO_TARGET_DIR"], "package", name + "-[0-9]*.crate"))
+        if found:
+            run(["tar", "xzf", found[0], "-C", packages])
+            crate[name] = os.path.join(packages, os.path.basename(found[0])[:-len(".crate")])
+    check("cargo package --offline of hakmem-sys and hakmem", r.returncode == 0 and len(crate) == 2, r.stdout)
+    if len(crate) < 2:
+        return
+    listing = [os.path.relpath(os.path.join(d, f), crate["hakmem-sys"])
+               for d, _, files in os.walk(crate["hakmem-sys"]) for f in files]
+    want = ["c/src/" + f for f in os.listdir(os.path.join(ROOT, "src")) if f.endswith(".c")]
+    check("the hakmem-sys crate carries hakmem's C sources (%d files)" % len(listing),
+          all(w in listing for w in want + ["c/src/os/linux.c", "c/include/hakmem.h"]), listing)
+    patch = 'patch.crates-io.hakmem-sys.path="%s"' % crate["hakmem-sys"]
+    r = run(["cargo", "test", "--offline", "--quiet", "--config", patch], cwd=crate["hakmem"], env=env, timeout=900)
+    results = re.findall(r"test result: (\w+)\. (\d+) passed; (\d+) failed", r.stdout)
+    check("the packaged hakmem builds and passes its tests on the packaged hakmem-sys",
+          r.returncode == 0 and sum(int(p) for _, p, _ in results) >= 2 and all(f == "0" for _, _, f in results),
+          r.stdout)
 
 
 def main():

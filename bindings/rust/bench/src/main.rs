@@ -1,5 +1,5 @@
 //! target/release/hakmem-bench [ROUNDS] [OPS], after cargo build --release
-//! -p hakmem-bench (which builds the three programs it runs): runs the workload
+//! in bindings/rust/bench (which builds the three programs it runs): runs the workload
 //! (src/lib.rs) under the system allocator, hakmem and mimalloc, one
 //! program each, interleaved for ROUNDS rounds (default 7), and prints the
 //! median throughput and peak RSS of each, relative to the fastest.
@@ -25,7 +25,7 @@ fn main() {
             let out = Command::new(dir.join(format!("bench-{}", name)))
                 .arg(&ops)
                 .output()
-                .unwrap_or_else(|e| panic!("bench-{}: {} (build with cargo build --release -p hakmem-bench)", name, e));
+                .unwrap_or_else(|e| panic!("bench-{}: {} (build with cargo build --release in bindings/rust/bench)", name, e));
             assert!(out.status.success(), "bench-{} failed: {}", name, String::from_utf8_lossy(&out.stderr));
             let text = String::from_utf8_lossy(&out.stdout);
             let mut fields = text.split_whitespace().map(|f| f.parse::<f64>().unwrap());
