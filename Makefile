@@ -34,7 +34,8 @@ all: $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem bench-programs $(if $(filter
      $(if $(filter 1,$(ASAN)),$(B)/asan-aware/libhakmem.a) $(if $(filter 1,$(SECURE)),secure)
 
 # --- one library variant: $(1)=dir $(2)=extra cflags $(3)=override(0/1) $(4)=stat level
-# $(5)=library name (libhakmem). Its objects depend on $(1)/obj/flags, which
+# $(5)=library name (libhakmem). Its objects are linked into one,
+# obj/hakmem.o (src/text.ld), which the static and shared libraries hold. Its objects depend on $(1)/obj/flags, which
 # holds the command line they are compiled with and changes only with it:
 # `make STAT=2` after `make` (or CC=clang, OPT=...) rebuilds them.
 define LIBVARIANT
@@ -45,7 +46,9 @@ $(1)/obj/flags: FORCE | $(1)/obj/os
 	@echo '$$($(1)/compile)' | cmp -s - $$@ || echo '$$($(1)/compile)' > $$@
 $(1)/obj/os:
 	mkdir -p $$@
-$(1)/$(or $(5),libhakmem).a: $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))
+$(1)/obj/hakmem.o: $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS)) src/text.ld
+	$$(CC) -r -nostdlib -Wl,-T,src/text.ld -o $$@ $$(filter %.o,$$^)
+$(1)/$(or $(5),libhakmem).a: $(1)/obj/hakmem.o
 	rm -f $$@ && ar rcs $$@ $$^
 endef
 
@@ -62,7 +65,7 @@ $(eval $(call LIBVARIANT,$(B)/secure,-DHAK_SECURE=1,1,,libhakmem-secure))
 # versioned file and the links that the soname and -lhakmem look for
 # (libhakmem.so -> the soname -> the file; make install copies them as they are)
 define SHAREDLIB
-$(1)/$(2).so.$(VERSION): $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS))
+$(1)/$(2).so.$(VERSION): $(1)/obj/hakmem.o
 	$$(CC) -shared -Wl,-soname,$(2).so.$(MAJOR) -Wl,-z,now -o $$@ $$^ -lpthread
 $(1)/$(2).so.$(MAJOR): $(1)/$(2).so.$(VERSION)
 	ln -sfn $$(notdir $$<) $$@
@@ -103,20 +106,59 @@ LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR     ?= $(PREFIX)/bin
 DOCDIR     ?= $(PREFIX)/share/doc/hakmem
+MANDIR     ?= $(PREFIX)/share/man
 CMAKEDIR   := $(LIBDIR)/cmake/hakmem
 PKG_SUBST  := sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' -e 's|@PREFIX@|$(PREFIX)|g' \
                   -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g'
 
+# Man pages: hakmem(1), and hakmem-options(7) with the options as the
+# library lists them (hakmem --options).
+MANS := $(B)/man/hakmem.1 $(B)/man/hakmem-options.7
+$(B)/man:
+	mkdir -p $@
+$(B)/man/hakmem.1: pkg/man/hakmem.1 include/hakmem.h | $(B)/man
+	sed -e 's|@VERSION@|$(VERSION)|g' $< >$@
+$(B)/man/hakmem-options.7: pkg/man/hakmem-options.7.in pkg/man/options.awk $(B)/hakmem | $(B)/man
+	env -u HAKMEM_OPTIONS $(B)/hakmem --options | awk -f pkg/man/options.awk >$@.list
+	sed -e 's|@VERSION@|$(VERSION)|g' -e '/@OPTIONS@/{r $@.list' -e 'd;}' $< >$@ && rm $@.list
+.PHONY: man
+man: $(MANS)
+
+# Debian packages (debian/; Debian's debhelper and dpkg-dev): libhakmem0,
+# libhakmem-dev and hakmem, built from a copy of the sources in
+# $(B)/deb/hakmem-$(VERSION), whose changelog names this version; the
+# .deb files land in $(B)/deb.
+DEB_SOURCES := Makefile README.md src include tools pkg docs debian
+.PHONY: deb
+deb:
+	rm -rf $(B)/deb && mkdir -p $(B)/deb/hakmem-$(VERSION)
+	cp -R $(DEB_SOURCES) $(B)/deb/hakmem-$(VERSION)/
+	printf 'hakmem (%s) unstable; urgency=medium\n\n  * hakmem %s, built by make deb.\n\n -- %s  %s\n' \
+	  '$(VERSION)' '$(VERSION)' "$$(sed -n 's/^Maintainer: //p' debian/control)" "$$(date -R)" \
+	  >$(B)/deb/hakmem-$(VERSION)/debian/changelog
+	cd $(B)/deb/hakmem-$(VERSION) && dpkg-buildpackage -us -uc -b
+	ls $(B)/deb/*.deb
+
 .PHONY: install uninstall
+# The Valgrind-aware build goes to $(LIBDIR)/hakmem/valgrind (same names, so
+# that LD_LIBRARY_PATH there serves a program linked with -lhakmem too),
+# wherever valgrind's headers are to build it.
+VG_LIBS := $(if $(wildcard /usr/include/valgrind/memcheck.h),$(addprefix $(B)/valgrind/libhakmem.,so.$(VERSION) so.$(MAJOR) so a))
+VGDIR = $(LIBDIR)/hakmem/valgrind
 install: $(B)/libhakmem.so.$(VERSION) $(B)/$(SONAME) $(B)/libhakmem.so $(B)/libhakmem.a $(B)/install/hakmem \
-         $(if $(filter 1,$(SECURE)),$(SECURE_LIBS))
+         $(if $(filter 1,$(SECURE)),$(SECURE_LIBS)) $(VG_LIBS) $(MANS)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	install -m 644 $(B)/man/hakmem.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(B)/man/hakmem-options.7 $(DESTDIR)$(MANDIR)/man7/
 	install -m 755 $(B)/libhakmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
 	cp -P $(B)/$(SONAME) $(B)/libhakmem.so $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(B)/libhakmem.a $(DESTDIR)$(LIBDIR)/
 	$(if $(filter 1,$(SECURE)),install -m 755 $(B)/secure/libhakmem-secure.so.$(VERSION) $(DESTDIR)$(LIBDIR)/)
 	$(if $(filter 1,$(SECURE)),cp -P $(B)/secure/libhakmem-secure.so.$(MAJOR) $(B)/secure/libhakmem-secure.so $(DESTDIR)$(LIBDIR)/)
 	$(if $(filter 1,$(SECURE)),install -m 644 $(B)/secure/libhakmem-secure.a $(DESTDIR)$(LIBDIR)/)
+	$(if $(VG_LIBS),install -d $(DESTDIR)$(VGDIR) && install -m 755 $(B)/valgrind/libhakmem.so.$(VERSION) $(DESTDIR)$(VGDIR)/)
+	$(if $(VG_LIBS),cp -P $(B)/valgrind/$(SONAME) $(B)/valgrind/libhakmem.so $(DESTDIR)$(VGDIR)/ && install -m 644 $(B)/valgrind/libhakmem.a $(DESTDIR)$(VGDIR)/)
 	install -m 644 include/hakmem.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(B)/install/hakmem $(DESTDIR)$(BINDIR)/
 	$(PKG_SUBST) pkg/hakmem.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/hakmem.pc
@@ -127,8 +169,8 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libhakmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libhakmem.so \
 	      $(DESTDIR)$(LIBDIR)/libhakmem.a $(DESTDIR)$(INCLUDEDIR)/hakmem.h $(DESTDIR)$(BINDIR)/hakmem \
 	      $(addprefix $(DESTDIR)$(LIBDIR)/libhakmem-secure.,so.$(VERSION) so.$(MAJOR) so a) \
-	      $(DESTDIR)$(LIBDIR)/pkgconfig/hakmem.pc
-	rm -rf $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DOCDIR)
+	      $(DESTDIR)$(LIBDIR)/pkgconfig/hakmem.pc $(DESTDIR)$(MANDIR)/man1/hakmem.1 $(DESTDIR)$(MANDIR)/man7/hakmem-options.7
+	rm -rf $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBDIR)/hakmem
 
 # --- benchmarks (bench/README.md)
 # `make bench` runs every workload under glibc, hakmem and the peer

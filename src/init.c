@@ -43,6 +43,7 @@ void hak_init(void) {
     init_once();
     atomic_store_explicit(&init_state, 2, memory_order_release);
     hak_stats_init();
+    hak_track_checker_hint();
     if (hak_opt(hak_option_route_banner)) hak_banner_print();
     return;
   }

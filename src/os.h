@@ -73,6 +73,10 @@ bool     hak_os_copy_file(const char *path, int fd);
 long     hak_os_read_file(const char *path, char *buf, size_t n);
 /* The process's environment, for the one scan in options.c. */
 char   **hak_os_environ(void);
+/* The shared library hakmem's code was loaded from (libhakmem.so.N); false
+ * if the program links hakmem statically, or the name is unknown or too long. */
+bool     hak_os_own_library(char *buf, size_t n);
+bool     hak_os_readable(const char *path);
 /* Overwrite n bytes of the library's code at `at` (counted.c), the pages
  * writable meanwhile; false if they cannot be made so. */
 bool     hak_os_code_write(void *at, const void *bytes, size_t n);

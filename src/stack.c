@@ -20,7 +20,6 @@
  * from the shared table, and a stack met again whole is told to the
  * caller, which then counts the sample in the record it found last. */
 #include <dlfcn.h>
-#include <link.h>
 #include <pthread.h>
 #include <unwind.h>
 
@@ -32,7 +31,10 @@
 
 /* ip << 16 | (CFA - stack pointer) / 8, or ip << 16 | CFA_END; 0: empty. */
 static _Atomic uint64_t cfa_table[CFA_SLOTS];
-static uintptr_t self_lo, self_hi;               /* hakmem's code, when it is a library of its own */
+/* hakmem's code, in a shared library or linked into the program: one
+ * piece (src/text.ld). */
+extern const char __hakmem_text_start[] __attribute__((visibility("hidden")));
+extern const char __hakmem_text_end[] __attribute__((visibility("hidden")));
 static __thread uintptr_t stack_lo, stack_top;   /* the calling thread's stack, 0: not known yet */
 
 static size_t cfa_slot(uintptr_t ip) { return (size_t)(ip * 0x9e3779b97f4a7c15ull >> 40) & (CFA_SLOTS - 1); }
@@ -175,27 +177,11 @@ bool hak_stack_capture(hak_stack_memo_t *memo) {
   bool same;
   uint32_t n = stack_walk(memo, &same), first = 0;
   if (same) return true;
-  while (first < n && (uintptr_t)memo->ip[first] - self_lo < self_hi - self_lo) first++;
+  uintptr_t lo = (uintptr_t)__hakmem_text_start, hi = (uintptr_t)__hakmem_text_end;
+  while (first < n && (uintptr_t)memo->ip[first] - lo < hi - lo) first++;
   memo->first = first;
   memo->depth = n - first < HAK_STACK_MAX ? n - first : HAK_STACK_MAX;
   return false;
-}
-
-/* Where hakmem's own code lies, if it is a shared library of its own (a
- * static link puts it in the program, whose frames are all kept). */
-static int find_self(struct dl_phdr_info *info, size_t size, void *arg) {
-  uintptr_t fn = (uintptr_t)arg;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || fn - lo >= ph->p_memsz) continue;
-    if (info->dlpi_name && info->dlpi_name[0]) {
-      self_lo = lo;
-      self_hi = lo + ph->p_memsz;
-    }
-    return 1;
-  }
-  return 0;
 }
 
 bool hak_stack_init(void) {
@@ -206,7 +192,6 @@ bool hak_stack_init(void) {
     *(void **)&unwind.get_cfa = dlsym(lib, "_Unwind_GetCFA");
   }
   if (!unwind.backtrace || !unwind.get_ip_info || !unwind.get_cfa) return false;
-  dl_iterate_phdr(find_self, (void *)(uintptr_t)hak_stack_capture);
   hak_stack_memo_t memo = {.n = 0};
   hak_stack_capture(&memo);   /* the unwinder's first call may allocate */
   return true;

@@ -1,5 +1,45 @@
-/* The AddressSanitizer-aware build's poisoning (track.h). */
+/* What memory checkers are told (track.h): the AddressSanitizer-aware
+ * build's poisoning, and a word to whoever runs memcheck on a build it
+ * cannot see. */
 #include "internal.h"
+
+/* memcheck (its preload, vgpreload_memcheck, is in LD_PRELOAD) replaces
+ * libc's malloc, not hakmem's, and sees none of this build's blocks: its
+ * summary says "0 allocs, 0 frees" and it finds no leak. Say once which
+ * build it sees: the Valgrind-aware one beside this library (make install
+ * puts it in <libdir>/hakmem/valgrind, make valgrind in build/valgrind), or
+ * for a program that links hakmem statically, its libhakmem.a. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+void hak_track_checker_hint(void) {
+  if (HAK_VALGRIND) return;
+  const char *preload = NULL;
+  for (char **e = hak_os_environ(); e && *e; e++)
+    if (!strncmp(*e, "LD_PRELOAD=", 11)) preload = *e + 11;
+  if (!preload || !strstr(preload, "vgpreload_memcheck")) return;
+  static const char *const beside[] = {"hakmem/valgrind/libhakmem.so." STR(HAKMEM_VERSION_MAJOR),
+                                       "valgrind/libhakmem.so." STR(HAKMEM_VERSION_MAJOR)};
+  char path[4096];
+  bool shared = hak_os_own_library(path, sizeof path - 40), found = false;
+  char *slash = shared ? strrchr(path, '/') : NULL;
+  for (size_t i = 0; slash && !found && i < 2; i++) {
+    strcpy(slash + 1, beside[i]);
+    found = hak_os_readable(path);
+  }
+  hak_out_t o;
+  hak_out_init(&o, NULL, NULL);
+  hak_out_str(&o, "hakmem: warning: memcheck sees no block of this build of hakmem; ");
+  if (!shared) {
+    hak_out_str(&o, "link the program with the Valgrind-aware libhakmem.a (make valgrind: build/valgrind/; "
+                    "make install: hakmem/valgrind/ in the library directory)");
+  } else {
+    hak_out_str(&o, "preload ");
+    hak_out_str(&o, found ? path : "the Valgrind-aware build (make valgrind)");
+    hak_out_str(&o, " and run valgrind with --soname-synonyms=somalloc=nouserintercepts");
+  }
+  hak_out_str(&o, " (docs/checkers.md)\n");
+  hak_out_flush(&o);
+}
 
 #if HAK_ASAN
 #include <sanitizer/asan_interface.h>

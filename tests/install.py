@@ -3,7 +3,8 @@
 the `hakmem` command, `make uninstall`, a DESTDIR staging, and every example
 of README.md's "Install" section run as it stands in a fresh $HOME (C with
 pkg-config, C++ with CMake, the Rust crate), then the Rust crates' own
-`cargo test` and `cargo package`, offline with an empty CARGO_HOME.
+`cargo test` and `cargo package`, offline with an empty CARGO_HOME, and
+the Debian packages of `make deb` installed with apt-get and purged.
 
 README examples: a fenced block right after a line ending in "`NAME`:" is
 written to the file NAME; a ```sh block is run with bash -e; every bold
@@ -51,16 +52,22 @@ def version():
                     for k in ("MAJOR", "MINOR", "PATCH"))
 
 
+# make install puts the Valgrind-aware build in lib/hakmem/valgrind where
+# valgrind's headers are.
+VALGRIND = os.path.exists("/usr/include/valgrind/memcheck.h")
+
+
 def make(*args, env=None):
     return run(["make", "-s", "-C", ROOT] + list(args), env=env)
 
 
 def installed_files(prefix, ver, secure=False):
     major = ver.split(".")[0]
-    libs = ["libhakmem"] + (["libhakmem-secure"] if secure else [])
+    libs = ["libhakmem"] + (["libhakmem-secure"] if secure else []) + (["hakmem/valgrind/libhakmem"] if VALGRIND else [])
     return [f % (lib, v) for lib in libs for f, v in (("lib/%s.so.%s", ver), ("lib/%s.so.%s", major), ("lib/%s.%s", "so"),
                                                       ("lib/%s.%s", "a"))] + \
-        ["include/hakmem.h", "bin/hakmem", "lib/pkgconfig/hakmem.pc",
+        ["include/hakmem.h", "bin/hakmem", "lib/pkgconfig/hakmem.pc", "share/man/man1/hakmem.1",
+         "share/man/man7/hakmem-options.7",
          "lib/cmake/hakmem/hakmemConfig.cmake", "lib/cmake/hakmem/hakmemConfigVersion.cmake",
          "share/doc/hakmem/README.md", "share/doc/hakmem/options.md", "share/doc/hakmem/secure.md",
          "share/doc/hakmem/profiling.md"]
@@ -94,12 +101,19 @@ def test_layout(tmp, ver):
           r.stdout.splitlines() == ["hakmem " + ver, "library: " + os.path.join(lib, "libhakmem.so.%s" % ver)],
           r.stdout)
     test_command(hakmem, tmp)
+    flags = set(re.findall(r"^  (-[-\w]+)", run([hakmem, "--help"]).stdout, re.M))
+    page = open(os.path.join(prefix, "share", "man", "man1", "hakmem.1")).read().replace("\\-", "-")
+    check("hakmem(1) describes every option of hakmem --help (%d)" % len(flags),
+          len(flags) >= 10 and all(re.search(r"^\.BI? %s\b" % re.escape(f), page, re.M) for f in flags),
+          sorted(f for f in flags if not re.search(r"^\.BI? %s\b" % re.escape(f), page, re.M)))
     r = run([hakmem, "--secure", "--version"])
     check("installed command --secure finds the secure library",
           r.stdout.splitlines()[1:] == ["library: " + os.path.join(lib, "libhakmem-secure.so.%s" % ver)], r.stdout)
     r = run([hakmem, "--secure", "--banner", "true"])
     check("command --secure runs the program on the secure build",
           r.returncode == 0 and "hakmem secure build:" in r.stdout, r.stdout)
+
+    test_valgrind(hakmem, lib)
 
     r = make("uninstall", "PREFIX=" + prefix)
     left = [os.path.join(d, f) for d, _, fs in os.walk(prefix) for f in fs]
@@ -116,6 +130,31 @@ def test_layout(tmp, ver):
           all(os.path.lexists(os.path.join(stage, "opt/hakmem", f)) for f in installed_files("", ver)) and
           stage not in open(os.path.join(stage, "opt/hakmem/lib/cmake/hakmem/hakmemConfig.cmake")).read(),
           r.stdout)
+
+
+def test_valgrind(hakmem, lib):
+    """The installed default build, preloaded under memcheck, says once which
+    build memcheck sees; --valgrind preloads that one, which memcheck sees
+    (sort leaks 16 bytes of its own, as under glibc) without warning of the
+    arena's reservation."""
+    if not VALGRIND or not shutil.which("valgrind"):
+        print("SKIP install:the Valgrind-aware build (valgrind or its headers not installed)")
+        return
+    vg = os.path.join(lib, "hakmem", "valgrind", "libhakmem.so.0")
+    r = run([hakmem, "--valgrind", "--version"])
+    check("command --valgrind finds the Valgrind-aware library",
+          r.stdout.splitlines()[1:] == ["library: " + os.path.realpath(vg)], r.stdout)
+    r = run([hakmem, "valgrind", "-q", "sort", "/etc/services"])
+    said = [l for l in r.stdout.splitlines() if l.startswith("hakmem:")]
+    check("the default build under memcheck names the build to preload, once",
+          said == ["hakmem: warning: memcheck sees no block of this build of hakmem; preload %s and run valgrind "
+                   "with --soname-synonyms=somalloc=nouserintercepts (docs/checkers.md)" % vg], r.stdout[-2000:])
+    r = run([hakmem, "--valgrind", "valgrind", "--soname-synonyms=somalloc=nouserintercepts", "--leak-check=full",
+             "sort", "/etc/services"])
+    check("memcheck sees the --valgrind build's blocks, and no warning",
+          "definitely lost: 16 bytes in 1 blocks" in r.stdout and "hakmem:" not in r.stdout and
+          "Warning:" not in r.stdout, "\n".join(l for l in r.stdout.splitlines() if not l.startswith("/") and
+                                                 not re.match(r"^[a-z0-9-]+\s+\d+/", l))[-3000:])
 
 
 def test_lib64(tmp, ver):
@@ -389,6 +428,72 @@ def test_cargo(tmp):
           r.stdout)
 
 
+DEB_PACKAGES = ["libhakmem0", "libhakmem-dev", "hakmem"]
+
+
+def test_deb(tmp, ver):
+    """make deb, then the packages installed with apt-get into this machine:
+    the command finds the library where Debian puts it, a program links
+    through pkg-config, the man pages are there, and purging them leaves
+    none of their files."""
+    tools = ["apt-get", "dpkg-buildpackage", "dh", "pkg-config"]
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in tools):
+        print("SKIP install:Debian packages (needs root and %s)" % ", ".join(tools))
+        return
+    if any(run(["dpkg-query", "-W", "-f", "${Status}", p]).stdout.startswith("install ok") for p in DEB_PACKAGES):
+        print("SKIP install:Debian packages (hakmem's packages are installed on this machine already)")
+        return
+    r = make("deb")
+    debs = [glob.glob(os.path.join(BUILD, "deb", "%s_%s_*.deb" % (p, ver))) for p in DEB_PACKAGES]
+    check("make deb builds %s" % ", ".join(DEB_PACKAGES), r.returncode == 0 and all(debs), r.stdout[-3000:])
+    if r.returncode or not all(debs):
+        return
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    r = run(["apt-get", "install", "-y", "--no-install-recommends"] + [d[0] for d in debs], env=env, timeout=900)
+    check("apt-get install of the three packages", r.returncode == 0, r.stdout[-3000:])
+    files = []
+    try:
+        if r.returncode:
+            return
+        for p in DEB_PACKAGES:
+            files += [f for f in run(["dpkg", "-L", p]).stdout.splitlines() if os.path.isfile(f)]
+        multiarch = run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"]).stdout.strip()
+        lib = "/usr/lib/%s" % multiarch
+        r = run(["/usr/bin/hakmem", "--version"])
+        check("deb: hakmem --version names the packaged library",
+              r.stdout.splitlines() == ["hakmem " + ver, "library: %s/libhakmem.so.%s" % (lib, ver)], r.stdout)
+        r = run("/usr/bin/hakmem sh -c 'echo $LD_PRELOAD' && /usr/bin/hakmem --stats /bin/true")
+        check("deb: hakmem runs a program on it",
+              r.returncode == 0 and "%s/libhakmem.so.%s" % (lib, ver) in r.stdout and "hakmem statistics" in r.stdout,
+              r.stdout)
+        r = run(["/usr/bin/hakmem", "--valgrind", "--version"])
+        check("deb: the Valgrind-aware build is packaged",
+              r.stdout.splitlines()[1:] == ["library: %s/hakmem/valgrind/libhakmem.so.%s" % (lib, ver)], r.stdout)
+        work = os.path.join(tmp, "deb-app")
+        os.makedirs(work)
+        open(os.path.join(work, "app.c"), "w").write(STATIC_APP)
+        r = run("cc app.c $(pkg-config --cflags --libs hakmem) -o app && ./app && ldd ./app", cwd=work)
+        check("deb: a program linked through pkg-config runs on the packaged library",
+              r.returncode == 0 and r.stdout.startswith("1\n") and "/lib/%s/libhakmem.so.0 " % multiarch in r.stdout, r.stdout)
+        mans = ["/usr/share/man/man1/hakmem.1.gz", "/usr/share/man/man7/hakmem-options.7.gz"]
+        r = run("zcat %s | grep -c '^\\.TP'" % mans[1])
+        check("deb: the man pages hakmem(1) and hakmem-options(7), every option in it",
+              all(os.path.exists(m) for m in mans) and r.stdout.strip() == str(len(options_listed())), r.stdout)
+    finally:
+        r = run(["apt-get", "purge", "-y"] + DEB_PACKAGES, env=env, timeout=900)
+        left = [f for f in files if os.path.exists(f)]
+        installed = [p for p in DEB_PACKAGES
+                     if run(["dpkg-query", "-W", "-f", "${Status}", p]).stdout.startswith("install ok")]
+        check("deb: apt-get purge removes the packages and their %d files" % len(files),
+              r.returncode == 0 and files and not left and not installed, r.stdout[-2000:] + " left: %s" % left)
+
+
+def options_listed():
+    """The options the command lists (hakmem --options)."""
+    out = run([os.path.join(BUILD, "hakmem"), "--options"]).stdout
+    return [l for l in out.splitlines() if l.startswith("HAKMEM_")]
+
+
 def main():
     # Run as a user would: not as part of the make that runs the suite (its
     # jobserver flags make the make that cmake starts talk).
@@ -401,6 +506,7 @@ def main():
         test_readme(tmp)
         test_cmake_static(tmp)
         test_cargo(tmp)
+        test_deb(tmp, ver)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("RESULT install %d %d" % (passed, failed))

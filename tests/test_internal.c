@@ -1132,8 +1132,9 @@ static void test_cache_growth(void) {
 }
 
 /* ---- call stacks (stack.c): the cached walk gives what glibc's backtrace
- * (the DWARF unwinder) gives, after the first frames (the two are called
- * from different lines, and ours starts in hak_stack_capture), in plain calls, in functions whose frame size
+ * (the DWARF unwinder) gives, after the first frame (the two are called
+ * from different lines of compare_stacks; hakmem's own frames are cut),
+ * in plain calls, in functions whose frame size
  * changes (alloca), and in a signal handler on the thread's stack and on
  * a signal stack; each stack is taken three times, so the later ones come
  * from the cache. Off a signal frame (which the fast walk leaves to the
@@ -1146,13 +1147,13 @@ static __attribute__((noinline)) void compare_stacks(void) {
   static hak_stack_memo_t memo;
   void *theirs[HAK_STACK_MAX];
   for (int round = 0; round < 3; round++) {
-    bool repeat = hak_stack_capture(&memo);    /* linked statically: from hak_stack_capture on */
+    bool repeat = hak_stack_capture(&memo);    /* from compare_stacks on */
     int m = backtrace(theirs, HAK_STACK_MAX);  /* from compare_stacks on */
     void **ours = memo.ip + memo.first;
     uint32_t n = memo.depth;
     stack_checks++;
-    bool same = m >= 2 && (int)n == m + 1;
-    for (int i = 1; same && i < m; i++) same = ours[i + 1] == theirs[i];
+    bool same = m >= 2 && (int)n == m;
+    for (int i = 1; same && i < m; i++) same = ours[i] == theirs[i];
     stack_mismatches += !same;
     if (round == 2 && !in_signal) {
       stack_repeats++;

@@ -72,6 +72,15 @@ for mode in leak uaf; do
   fi
 done
 
+# The default build says once, under memcheck, which build memcheck sees
+# (this one links hakmem statically: the Valgrind-aware libhakmem.a).
+said=$(grep -c '^hakmem: warning: memcheck sees no block of this build of hakmem; link the program with the Valgrind-aware libhakmem.a' "$OUT/plain.leak")
+if [ "$said" = 1 ] && [ "$(grep -c '^hakmem:' "$OUT/plain.leak")" = 1 ]; then
+  pass "the default build names the build memcheck sees, once"
+else
+  fail "the default build names the build memcheck sees, once" "$(cat "$OUT/plain.leak")"
+fi
+
 # Drains (src/drain.c) under memcheck: a trimmer takes the caches of
 # threads that are in their fast paths; no error, no block lost, and drains
 # happen (Valgrind's kernel call passes membarrier on).
@@ -101,5 +110,13 @@ run_real() {
 }
 run_real sort '(at|by) 0x[0-9A-F]+: hak_' sort /etc/services
 run_real git 'hakmem statistics' git --version
+
+# The Valgrind-aware build reserves no arena: memcheck warns of no range
+# over 256 MiB ("set address range perms: large range").
+if grep -q 'set address range perms' "$OUT"/hak.*; then
+  fail "no large-range warning with the Valgrind-aware build" "$(grep -h 'set address range perms' "$OUT"/hak.*)"
+else
+  pass "no large-range warning with the Valgrind-aware build"
+fi
 
 result

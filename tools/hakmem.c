@@ -1,7 +1,7 @@
 /* hakmem: run a program with hakmem preloaded.
  *
- *   hakmem [--secure] [--profile P] [--prof BYTES] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM [ARG...]
- *   hakmem [--secure] --version | --options | --help
+ *   hakmem [--secure | --valgrind] [--profile P] [--prof BYTES] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM [ARG...]
+ *   hakmem [--secure | --valgrind] --version | --options | --help
  *
  * The program is started with the shared library in LD_PRELOAD (before any
  * library already there) and the options as HAKMEM_* variables, by exec: its
@@ -13,7 +13,10 @@
  * into the installed command), else in ../lib, ../lib64 or ../lib/<multiarch>
  * of its directory (a prefix moved elsewhere); with --secure the secure
  * build's (build/secure/libhakmem-secure.so, libhakmem-secure.so.N,
- * installed by make install SECURE=1).
+ * installed by make install SECURE=1), with --valgrind the Valgrind-aware
+ * build's (build/valgrind/libhakmem.so, hakmem/valgrind/libhakmem.so.N in
+ * the library directory, installed by make install where valgrind's headers
+ * are).
  *
  * The command itself runs on hakmem (it is linked with libhakmem.a), which is
  * where --options reads the table from, and which warns once about the
@@ -40,7 +43,7 @@
 #define MAJOR STR(HAKMEM_VERSION_MAJOR)
 
 static const char USAGE[] =
-    "usage: hakmem [--secure] [--profile P] [--prof BYTES] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM "
+    "usage: hakmem [--secure | --valgrind] [--profile P] [--prof BYTES] [--stats[=json]] [-o FILE] [--banner] [--] PROGRAM "
     "[ARG...]";
 
 static const char HELP[] =
@@ -49,6 +52,8 @@ static const char HELP[] =
     "\n"
     "  --secure         preload the secure build (docs/secure.md): checked free lists,\n"
     "                   guard pages, randomized placement\n"
+    "  --valgrind       preload the build memcheck sees (docs/checkers.md), to run\n"
+    "                   valgrind --soname-synonyms=somalloc=nouserintercepts PROGRAM\n"
     "  --profile P      auto (the default), fast, balanced or lean (HAKMEM_PROFILE)\n"
     "  --prof BYTES     heap profiling, a sample every BYTES allocated on average (512K);\n"
     "                   profiles hakmem.<pid>.<n>.heap for google-pprof at exit\n"
@@ -86,7 +91,7 @@ static void write_stdout(const char *text, void *arg) {
 
 #define FAILED 125   /* the command's own failure */
 
-static int secure;   /* --secure: the secure build's library */
+static enum { DEFAULT, SECURE, VALGRIND } build;   /* --secure, --valgrind */
 
 /* The places the library is looked for, in order: a directory (absolute,
  * or relative to this command's) and the file name there. */
@@ -99,8 +104,10 @@ static int secure;   /* --secure: the secure build's library */
 static const char *const dirs[] = {".", HAKMEM_LIBDIR, "../lib", "../lib64", "../lib/" HAKMEM_MULTIARCH};
 
 static const char *library_name(size_t dir) {
-  if (dir == 0) return secure ? "secure/libhakmem-secure.so" : "libhakmem.so";
-  return secure ? "libhakmem-secure.so." MAJOR : "libhakmem.so." MAJOR;
+  static const char *const in_build[] = {"libhakmem.so", "secure/libhakmem-secure.so", "valgrind/libhakmem.so"};
+  static const char *const installed[] = {"libhakmem.so." MAJOR, "libhakmem-secure.so." MAJOR,
+                                          "hakmem/valgrind/libhakmem.so." MAJOR};
+  return dir == 0 ? in_build[build] : installed[build];
 }
 
 /* The directory of this command into self; false if unknown. */
@@ -144,7 +151,9 @@ static void print_searched(FILE *f) {
     const char *d = known || dirs[i][0] == '/' ? dir_path(i, self, dir, sizeof dir) : NULL;
     if (d) fprintf(f, " %s", d);
   }
-  fprintf(f, ")%s", secure ? "; make install SECURE=1 installs it" : "");
+  static const char *const how[] = {"", "; make install SECURE=1 installs it",
+                                    "; make install installs it where valgrind's headers are"};
+  fprintf(f, ")%s", how[build]);
 }
 
 static const char *library_or_die(char *out, size_t size) {
@@ -263,8 +272,8 @@ int main(int argc, char **argv) {
       i++;
       break;
     }
-    if (strcmp(arg, "--secure") == 0) {
-      secure = 1;
+    if (strcmp(arg, "--secure") == 0 || strcmp(arg, "--valgrind") == 0) {
+      build = arg[2] == 's' ? SECURE : VALGRIND;
       continue;
     }
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {

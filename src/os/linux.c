@@ -1,6 +1,8 @@
 /* The OS layer for Linux. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -386,6 +388,25 @@ long hak_os_read_file(const char *path, char *buf, size_t n) {
 }
 
 char **hak_os_environ(void) { return environ; }
+
+bool hak_os_own_library(char *buf, size_t n) {
+  Dl_info info;
+  struct link_map *map = NULL;
+  if (!dladdr1((void *)(uintptr_t)hak_os_own_library, &info, (void **)&map, RTLD_DL_LINKMAP) || !map ||
+      !map->l_name || !map->l_name[0] || !info.dli_fname)   /* the program's own map has no name */
+    return false;
+  size_t len = strlen(info.dli_fname);
+  if (len >= n) return false;
+  memcpy(buf, info.dli_fname, len + 1);
+  return true;
+}
+
+bool hak_os_readable(const char *path) {
+  int e = errno;
+  bool ok = access(path, R_OK) == 0;
+  errno = e;
+  return ok;
+}
 
 /* Executable while written, in case another thread runs the page's other
  * code meanwhile. */

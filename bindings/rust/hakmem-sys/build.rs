@@ -75,13 +75,29 @@ fn main() {
         wait(job);
     }
 
+    // One object, all of hakmem's code in one piece, as the Makefile links
+    // it (src/text.ld): the heap profile's stacks start past it.
+    let whole = out.join("hakmem.o");
+    let status = Command::new(&cc)
+        .args(["-r", "-nostdlib", "-o"])
+        .arg(&whole)
+        .arg({
+            let mut script = OsString::from("-Wl,-T,");
+            script.push(src.join("text.ld"));
+            script
+        })
+        .args(&objects)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler {:?}: {}", cc, e));
+    assert!(status.success(), "{:?} failed to link {}", cc, whole.display());
+
     let archive = out.join("libhakmem.a");
     let _ = fs::remove_file(&archive);
     let ar = tool("AR", "ar");
     let status = Command::new(&ar)
         .arg("crs")
         .arg(&archive)
-        .args(&objects)
+        .arg(&whole)
         .status()
         .unwrap_or_else(|e| panic!("cannot run the archiver {:?}: {}", ar, e));
     assert!(status.success(), "{:?} failed to write {}", ar, archive.display());
