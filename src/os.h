@@ -66,6 +66,11 @@ int      hak_os_open_write(const char *path);
 int      hak_os_open_append(const char *path);
 bool     hak_os_cwd(char *buf, size_t n);   /* the working directory; false if it does not fit */
 void     hak_os_close(int fd);
+/* A close-on-exec copy of fd, numbered from 100 up (away from those a
+ * program expects), with the identity of its file into id; -1 on failure. */
+int      hak_os_dup(int fd, uint64_t id[2]);
+/* fd is open (on the file id names, if id is not NULL). */
+bool     hak_os_fd_open(int fd, const uint64_t id[2]);
 /* Append the whole of a file (/proc/self/maps) to fd; false if it cannot be read. */
 bool     hak_os_copy_file(const char *path, int fd);
 /* Read up to n - 1 bytes of a small file (/proc, /sys) into buf, NUL-ended;

@@ -443,10 +443,17 @@ HAK_EXPORT void hak_stats_print_json(hak_write_fn *write, void *arg) { report(wr
  * for a report in a relative file ("" otherwise, or if it could not be
  * read: the file is then taken where the process is when it exits). */
 static char start_dir[4096];
+/* The report to stderr: a copy of fd 2 taken at start-up, for programs that
+ * close their standard streams before they exit (coreutils' close_stdout:
+ * ls, sort, ...; dash), which left the report nowhere. fd 2 itself is
+ * written while it is open, wherever the program pointed it. */
+static int stderr_copy = -1;
+static uint64_t stderr_id[2];
 
 void hak_stats_init(void) {
   const char *path = hak_option_get_string(hak_option_stats_file);
   if (hak_opt(hak_option_stats) && path && path[0] != '/' && !hak_os_cwd(start_dir, sizeof start_dir)) start_dir[0] = 0;
+  if (hak_opt(hak_option_stats) && !path) stderr_copy = hak_os_dup(2, stderr_id);
 }
 
 /* HAKMEM_STATS: the report at exit, to stderr or appended to
@@ -469,7 +476,9 @@ void hak_stats_at_exit(void) {
     path = fits ? pattern : NULL;
   }
   if (path && (!hak_path_expand(path, 0, buf, sizeof buf) || (fd = hak_os_open_append(buf)) < 0)) fd = 2;
+  if (fd == 2 && stderr_copy >= 0 && !hak_os_fd_open(2, NULL) && hak_os_fd_open(stderr_copy, stderr_id))
+    fd = stderr_copy;
   if (hak_opt(hak_option_stats) == 2) hak_stats_print_json(hak_write_fd, &fd);
   else hak_stats_print(hak_write_fd, &fd);
-  if (fd != 2) hak_os_close(fd);
+  if (fd != 2 && fd != stderr_copy) hak_os_close(fd);
 }

@@ -161,6 +161,7 @@ static int child_main(void) {
   escape(span);
   const char *dir = getenv("TEST_CHDIR");   /* a program that changes directory before it exits */
   if (dir && chdir(dir) != 0) return 1;
+  if (getenv("TEST_CLOSE_STDERR")) fclose(stderr);   /* as coreutils' close_stdout does at exit */
   return 0;
 }
 
@@ -197,6 +198,13 @@ static void test_reports(void) {
   else
     CHECK(strstr(err, "consistency: live blocks ") && strstr(err, "make STAT=2"), "report consistency line: %s", err);
   CHECK(strstr(err, "hakmem 0.") == NULL, "banner printed without being asked");
+
+  /* a program that closed stderr before exit still gets its report there
+   * (ls, sort: before, the report was written to a closed descriptor) */
+  const char *closed[] = {"HAKMEM_STATS=1", "TEST_CLOSE_STDERR=1", NULL};
+  run_child(closed);
+  CHECK(strstr(err, "hakmem statistics (profile auto), process ") && strstr(err, " rss: "),
+        "no report from a program that closed stderr: %.200s", err);
 
   char path[] = "/tmp/hakmem-stats-XXXXXX";
   int fd = mkstemp(path);

@@ -15,6 +15,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -370,6 +371,29 @@ void hak_os_close(int fd) {
   int e = errno;
   os_close(fd);
   errno = e;
+}
+
+int hak_os_dup(int fd, uint64_t id[2]) {
+  int e = errno;
+  struct stat st;
+  int copy = fcntl(fd, F_DUPFD_CLOEXEC, 100);
+  if (copy >= 0 && fstat(copy, &st) == 0) {
+    id[0] = (uint64_t)st.st_dev;
+    id[1] = (uint64_t)st.st_ino;
+  } else if (copy >= 0) {
+    os_close(copy);
+    copy = -1;
+  }
+  errno = e;
+  return copy;
+}
+
+bool hak_os_fd_open(int fd, const uint64_t id[2]) {
+  int e = errno;
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0 && (!id || ((uint64_t)st.st_dev == id[0] && (uint64_t)st.st_ino == id[1]));
+  errno = e;
+  return ok;
 }
 
 long hak_os_read_file(const char *path, char *buf, size_t n) {
