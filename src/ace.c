@@ -128,10 +128,9 @@ static uint64_t taken(hak_ace_sign_t sign) { return atomic_exchange_explicit(&si
 /* A cache serves a request when one of its entries fits it, from its own
  * size up to twice that: with a few entries of random sizes it mostly
  * cannot. Where the blocks it refuses are so large that 128 MiB holds
- * fewer than BIGCACHE_BLOCKS of them (5 to 25 MiB buffers: 8), auto's
- * budget may grow to hold that many, which a program of such blocks
- * otherwise pays in page faults (mimalloc-bench's malloc-large: twice
- * tcmalloc's). */
+ * fewer than BIGCACHE_BLOCKS of them, auto's budget may grow to hold that
+ * many, which a program of such blocks otherwise pays in page faults
+ * (docs/design/tuning.md, "ACE's budget for big blocks"). */
 #define BIGCACHE_BLOCKS 16
 
 /* BIGCACHE_BLOCKS blocks of the mean size of those refused in a period. */
@@ -151,9 +150,8 @@ static void budget_room(uint64_t blocks) {
  * refused, besides what it holds, and BIGCACHE_BLOCKS blocks of their mean
  * size: a budget that held only what was refused in the period ramps up
  * one refusal at a time, and each refused block in the meantime is a
- * mapping whose pages fault in again (malloc-large: its budget took 1.1 s
- * of its 1.7 to climb, 194k page faults against 162k at the top from the
- * start). */
+ * mapping whose pages fault in again (docs/design/tuning.md, "ACE's
+ * budget for big blocks"). */
 static unsigned doublings_to_hold(uint64_t refused, uint64_t blocks) {
   uint64_t budget = (uint64_t)hak_ace_value(hak_knob_bigcache_budget), want = hak_bigcache_bytes() + refused;
   if (blocks > want) want = blocks;

@@ -25,10 +25,9 @@
  * (not lengthened) or hakmem maps memory anew, whichever comes first: so it
  * never adds to a peak, and a program that frees a big buffer and then
  * allocates smaller big ones cuts them from its pages rather than faulting
- * in new ones (sort -S 100M: its 104 MiB buffer makes two of its three
- * 36 MiB merge buffers; 43.9k page faults -> 26.9k, tcmalloc's 26.7k, same
- * peak RSS). A request takes it only when no cached entry serves it, and
- * cuts it to size. */
+ * in new ones (docs/design/tuning.md, "The BigCache's grace entry"). A
+ * request takes it only when no cached entry serves it, and cuts it to
+ * size. */
 #include "internal.h"
 
 #define SIZE_BITS_MASK ((uintptr_t)HAK_SS_MASK)

@@ -1,7 +1,7 @@
 /* Drains: the unified caches of a heap whose thread sleeps, taken back to
  * their slabs by another thread (the background purger, malloc_trim) while
  * that thread may be running its fast paths, and the batches of other
- * heaps' blocks it freed, sent to their owners. docs/thread-memory.md has
+ * heaps' blocks it freed, sent to their owners. docs/design/thread-memory.md has
  * the protocol and why it is exact; in short:
  *
  *   drainer (holds the heap's token)      owner (fast paths, no token)

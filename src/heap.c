@@ -106,9 +106,9 @@ static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void *
  * with its own thread's frees: a count of the chain first, then out[] is
  * filled from its end, the newest batch's last block on top; what does not
  * fit (the oldest) goes back to its slabs (with room 0, all of them, in one
- * walk). xthread, whose consumer thread spends its time on misses reading
- * the blocks it gets, runs 11% faster than with the oldest handed out
- * first. A container goes after the blocks it lists:
+ * walk): a consumer thread that reads the blocks it gets finds the newest
+ * in its cache (docs/design/tuning.md, "Remote-free batches"). A
+ * container goes after the blocks it lists:
  * returning it may empty its slab, whose pages may then be decommitted.
  * Returns the number put in out[]. */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room) {
@@ -227,9 +227,8 @@ __attribute__((no_sanitize("thread"))) static uint64_t held_sum(hak_heap_t *h) {
  * thread reaches a slow path, and blocks it freed itself wait in its
  * caches; a thread that waits (a main thread in pthread_join, a listener
  * in accept, a pool's idle worker) would keep them, and the slabs they
- * hold, for as long as it waits: larson's main thread, whose first blocks
- * the workers free, kept about 1 MiB; two threads that freed 512 MiB each
- * and slept, 20 MiB in their caches. So the purger, at each pass, takes
+ * hold, for as long as it waits (docs/design/tuning.md, "Sweeping the
+ * idle"). So the purger, at each pass, takes
  * back to their slabs the inboxes of the heaps whose thread entered no
  * slow path since its last pass, and the caches of those whose caches and
  * visits stayed the same for IDLE_LOOK_MS (reclaim_other); the slabs that
@@ -276,9 +275,9 @@ uint64_t hak_heap_reclaim_others(bool all) {
 /* A cache goes back to its slabs when IDLE_SWEEPS sweeps in a row found it
  * the same and it holds at least IDLE_MIN_BYTES: smaller caches hold less
  * than a unit, and a class that gives its slab back and takes another one
- * later touches the pages of another unit (a program that uses some
- * classes a block at a time would spread over more pages: random sizes of
- * 1-32 KiB held 12% more peak RSS returning every idle cache). */
+ * later touches the pages of another unit: a program that uses some
+ * classes a block at a time would spread over more pages
+ * (docs/design/tuning.md, "Sweeping the idle"). */
 #define IDLE_SWEEPS    2
 #define IDLE_MIN_BYTES (32u << 10)
 
@@ -307,8 +306,7 @@ static bool cache_big(const hak_ucache_t *k, unsigned cls) {
  *   sweep go back to their slabs, which may then empty. A class in use
  *   takes its inbox at its next refill, into its cache in the order the
  *   blocks were freed: swept onto slab free lists, they would come back
- *   shuffled (xthread's consumer, which reads the blocks in the order its
- *   producer allocates them, ran 12% slower);
+ *   shuffled (docs/design/tuning.md, "Remote-free batches");
  * - the caches of idle classes go back to their slabs (hak_cache_return):
  *   a thread that moved on to other sizes no longer keeps a cache's worth
  *   of each size it used, nor the slabs those blocks sit in. */
@@ -373,10 +371,9 @@ hak_heap_t *hak_heap_new(bool few_cached) {
     h->cache[c].top = h->cache[c].items = it;
     h->cache[c].end = it + cap;
     /* A batch fills the owner's refill, which takes up to three quarters
-     * of the cache from its inbox: xthread (every free remote) ran 26%
-     * faster than with batches of a quarter (medians of 11 interleaved
-     * runs, 27.8M -> 35.1M ops/s) for 0.26 MiB more of its 2.6 MiB peak.
-     * What a sleeping thread's partial batches hold, drains send (drain.c). */
+     * of the cache from its inbox (docs/design/tuning.md, "Remote-free
+     * batches"). What a sleeping thread's partial batches hold, drains
+     * send (drain.c). */
     hak_remote_batch_t *b = &h->outgoing[c];
     b->limit = cap >= 8 ? cap - cap / 4 : 1;
     uint32_t holds = hak_container_room(c);   /* a container of the batch lists fewer than its limit */
@@ -530,12 +527,9 @@ int hak_heap_trim_abandoned(bool now) {
 }
 
 /* A heap whose thread left it this recently is left whole for a new
- * thread to adopt: threads that come and go (bench memory threads: 20,000
- * threads, 4 alive at a time) adopt a heap within microseconds, and taking
- * its SuperSlabs meanwhile left the next thread to fault in others: 3x
- * slower, with 669 madvise calls instead of 14. git repack's writing
- * thread reclaims as much after 10 ms as at once (50 ms: 3% more page
- * faults, 200 ms: 14%). */
+ * thread to adopt: threads that come and go adopt a heap within
+ * microseconds, and taking its SuperSlabs meanwhile would leave the next
+ * thread to fault in others (docs/design/tuning.md, "Adopting a heap"). */
 #define RECLAIM_AFTER_MS 10
 
 /* Set when a heap whose thread exited may have an empty SuperSlab with

@@ -129,7 +129,7 @@ void hak_heap_fork_prepare(void);
 void hak_heap_fork_done(void);
 void hak_heap_collect_idle(hak_heap_t *h);
 
-/* ---- drain.c: a heap's caches taken back by another thread (docs/thread-memory.md) */
+/* ---- drain.c: a heap's caches taken back by another thread (docs/design/thread-memory.md) */
 uint32_t hak_heap_drain(hak_heap_t *h);  /* caller holds h's token, h is another thread's; batches it sent */
 void hak_cache_undrain(hak_heap_t *h);   /* h's own thread, token held: its drained caches get their items back */
 void hak_drain_stats(struct hak_stats *st);   /* cache_drains, drained_blocks, drained_batches */
@@ -488,7 +488,7 @@ HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
  * libhakmem.so (gcc 12, -O2) for tiny sizes, 19 for mid sizes. The pop
  * claims the top slot (stores the lowered top) before it reads items, so
  * that another thread may drain the cache meanwhile (drain.c: the two sides
- * of an asymmetric fence, docs/thread-memory.md); a pop that finds the
+ * of an asymmetric fence, docs/design/thread-memory.md); a pop that finds the
  * cache empty or drained puts the top back and goes slow. The cache and its
  * top are kept out of the register the block is returned in, which saves a
  * move. The empty heap's tables all lead to its cache 0, empty, so to the

@@ -163,8 +163,9 @@ static void *large_alloc_huge_aligned(size_t size, size_t align) {
 /* Where in its first page a large block starts, past the header: one of 64
  * cache lines, in turn (a golden-ratio sequence). Blocks that all started
  * at the same offset from a 2 MiB boundary would put the same elements of
- * arrays a program walks together in the same cache sets (barnes ran 1.2x
- * slower than with the peers); as jemalloc does for its large extents. */
+ * arrays a program walks together in the same cache sets
+ * (docs/design/tuning.md, "Large blocks' colour"); as jemalloc does for
+ * its large extents. */
 static size_t large_color(void) {
   static _Atomic uint32_t n;
   uint32_t i = atomic_fetch_add_explicit(&n, 1, memory_order_relaxed);

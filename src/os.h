@@ -44,7 +44,7 @@ void     hak_os_yield(void);
 /* Every other running thread of the process executes a full memory
  * barrier before this returns (membarrier, private expedited; one that is
  * not running passed a context switch, which is one): the owner's half of
- * a cache drain's fence (docs/thread-memory.md). false if the kernel
+ * a cache drain's fence (docs/design/thread-memory.md). false if the kernel
  * cannot (before 4.14, Valgrind, a seccomp filter): then there is no
  * fence, and nothing may rely on one. */
 bool     hak_os_fence_others(void);

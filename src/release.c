@@ -205,14 +205,9 @@ uint64_t hak_release_abandoned(uint64_t now) {
 
 /* A heap that carves new slabs sweeps sooner: a new slab of `bytes`
  * counts as bytes / GROWN_BYTES_PER_TICK slow-path visits, so that a
- * thread sweeps at least once per 512 KiB of new slabs. Visits alone are
- * a slow pace for big blocks: 8 threads each allocating and freeing
- * batches of 32 blocks of every size of 8-128 KiB in turn (bench memory
- * mid) visit the slow paths 15 to 30 times a batch, and kept the caches of
- * the last 6 or so sizes each, with the slabs those blocks hold, until
- * the sweeps found them idle: 51.6 MiB peak RSS, 42.5 with this (idle
- * 12.3 -> 7.1 MiB); random sizes of 1-32 KiB run 0.8% more instructions
- * and their peak RSS is no larger. */
+ * thread sweeps at least once per 512 KiB of new slabs: visits alone are
+ * a slow pace for big blocks, whose idle caches then hold their slabs
+ * (docs/design/tuning.md, "New slabs count as slow-path visits"). */
 void hak_release_grown(hak_heap_t *h, size_t bytes) { h->ticks += (uint32_t)(bytes / GROWN_BYTES_PER_TICK); }
 
 void hak_release_tick(hak_heap_t *h) {

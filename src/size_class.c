@@ -29,16 +29,9 @@ uint64_t hak_odd_inverse(uint32_t divisor) {
 /* A mid class's slab spans the units that hold MID_SLAB_BLOCKS of its
  * blocks (more where a unit holds more), but no more than
  * MID_SLAB_MAX_BYTES: fewer blocks for the largest classes. A slab stays
- * while one block of it is cached or in use, and the units of a released
- * one go to whatever class needs that many next: with 8 blocks a slab,
- * 8 threads that churn batches of every mid size (bench memory mid) kept
- * 200 MiB at 2.0M ops/s, with 4 158 MiB at 4.4M (random_mixed_mid 2%
- * slower: more slabs carved), with 2 112 MiB at 5.8M (random_mixed_mid 5%
- * slower; 13% on a later host). With 4 blocks within 256 KiB (2 to 3 of
- * the classes above 64 KiB, whose slabs were 5 to 8 units) memory mid
- * peaks at 64 MiB instead of 83 and keeps 21 MiB idle instead of 28, at
- * the same speed; random_mixed_mid has no such class. A span class's slab
- * is its one block. */
+ * while one block of it is cached or in use, so smaller slabs hold less
+ * memory, and cost more carving (docs/design/tuning.md, "Mid slabs"). A
+ * span class's slab is its one block. */
 #define MID_SLAB_BLOCKS    4u
 #define MID_SLAB_MAX_BYTES (256u << 10)
 
@@ -73,13 +66,9 @@ static long room_floor(unsigned cls, long bytes) {
 /* Unified cache capacity of a class for a heap created now:
  * CACHE_BYTES / size, within CACHE_MIN..CACHE_MAX, and at least 2 (a flush
  * keeps half); CACHE_MIN blocks only as far as CACHE_MIN_BUDGETS times
- * CACHE_BYTES holds them. Unbounded, CACHE_MIN kept 4 blocks of each class
- * above 64 KiB (16 above 8 KiB in profile fast), up to 512 KiB (2 MiB) a
- * class and thread, and the slabs they sit in until the class went idle:
- * 8 threads churning batches of every mid size (bench memory mid) peaked
- * at 62 MiB (225 MiB in profile fast, at a third of its speed now), 52
- * (113) with the bound, and kept 21 MiB idle, 12 now.
- */
+ * CACHE_BYTES holds them: unbounded, CACHE_MIN blocks of the largest
+ * classes held up to 512 KiB a class and thread, and their slabs
+ * (docs/design/tuning.md, "The cache's floor"). */
 #define CACHE_MIN_BUDGETS 4
 
 uint32_t hak_class_cache_cap(unsigned cls) {
@@ -97,17 +86,10 @@ uint32_t hak_class_cache_cap(unsigned cls) {
  * HAK_CACHE_ROOM_MIN blocks within HAK_CACHE_ROOM_MIN_BYTES. The floor is
  * for mid classes, whose slabs hold a few blocks each: a cache of 8 that
  * swings between full and empty flushes its slabs empty, releases them
- * and carves them again, on fresh pages (random_mixed 2000000 400 1 1024
- * 32768: some 2,000 refills and flushes a class of 18-32 KiB). A cache
- * grows only when the program's own batches swing it. 512 KiB rather than
- * 256 (classes above 8 KiB grow to 32 blocks up to 16 KiB, to 512 KiB
- * above): random_mixed_mid 1.18x faster with 0.79 of its peak RSS (fewer
- * swings flush slabs empty that the next refill carves again), memory mid
- * 1.12x at the same RSS (5-round A/B over make bench, geomean 1.008 / RSS
- * 0.989); but a thread that goes idle keeps its grown caches: phased's RSS
- * after its last phase 20.4 -> 26.6 MiB (mimalloc 155, tcmalloc 169,
- * jemalloc 69, glibc 15). 1 MiB gave 1.03x tcmalloc's speed on
- * random_mixed_mid against 0.99x here, and 31.8 MiB after phased. */
+ * and carves them again, on fresh pages. A cache grows only when the
+ * program's own batches swing it; a thread that goes idle keeps its grown
+ * caches until the idle sweep or a drain takes them
+ * (docs/design/tuning.md, "How far a cache grows"). */
 uint32_t hak_class_cache_room(unsigned cls) {
   uint32_t cap = hak_class_cache_cap(cls);
   long size = (long)hak_class_size[cls];

@@ -230,18 +230,11 @@ static hak_superslab_t *ss_survey(hak_heap_t *h, unsigned cls, unsigned units, b
  * lowest-addressed of those, if some of its units may be resident; else
  * an empty SuperSlab with pages resident of a heap whose thread exited;
  * else that run; else a SuperSlab from the pool or the arena.
- * The walk ends at the first SuperSlab with units of the class (git
- * blame's new slabs, for blocks of 32-360 KiB, walked 48 SuperSlabs each,
- * a cold line or two apiece: under cachegrind 572k last-level read misses,
- * 489k now); when there is none, every SuperSlab with room is looked at
- * for the most touched run: the list puts the last SuperSlab
- * taken and those that got room again first, and taking from its head, a
- * batch of one size went to a fresh SuperSlab's pages while older ones
- * held the free units of the sizes before (memory mid peaked at 64.8 MiB,
- * 61.8 in address order; random_mixed_mid at 9.2 MiB, 8.9, with 2.1 MiB of
- * free units touched instead of 2.8), and a class's resident units went
- * unused when they sat beyond the first four SuperSlabs searched
- * (test_internal's remote frees). */
+ * The walk ends at the first SuperSlab with units of the class; when
+ * there is none, every SuperSlab with room is looked at for the most
+ * touched run, so that a batch of one size does not go to a fresh
+ * SuperSlab's pages while older ones hold free units
+ * (docs/design/tuning.md, "Which SuperSlab a new slab comes from"). */
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   unsigned units = hak_class_units[cls];
   bool tiny = cls < HAK_TINY_CLASSES;
@@ -299,10 +292,8 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   HAK_COUNT(h->counters[cls].slabs, 1);
   if (HAK_STAT) hak_stats_slab_bytes(cls, (int64_t)bytes);
   /* A span class's slab, new for each of its blocks, counts a quarter of
-   * its bytes: a sweep per 2 MiB of them. Counted whole, random_mixed of
-   * 64 KiB..4 MiB ran 108.7M instructions (61.5M with 128-512 KiB blocks
-   * large; 95.0M with a quarter, at the same speed); not counted, the sweeps left the
-   * idle caches of phased's buffer phase alone: 169.8 MB peak, 164 now. */
+   * its bytes: a sweep per 2 MiB of them (docs/design/tuning.md, "New
+   * slabs count as slow-path visits"). */
   hak_release_grown(h, cls < HAK_CACHED_CLASSES ? bytes : bytes / 4);
   return s;
 }

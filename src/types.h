@@ -82,13 +82,10 @@
  * path finds in a table; the 16 above, the span classes, have a slab of one
  * block each and no cache: a freed block goes straight back to its slab,
  * whose units, with the pages on them, a block of any size may take next
- * (cache.c). As large blocks, each in a mapping of its own, the freed
- * pages of one size served only its own and the next sizes up: `git log
- * -p`, whose 128-512 KiB blocks shrink as it goes back in history, took
- * 41.5k page faults and 151 MB peak RSS, 31.9k and 134 now (tcmalloc 31.0k,
- * 133). Span classes up to 1 MiB, of up to 16 of a SuperSlab's 31 free
- * units, left runs too short for them: phased's peak grew from 161 MB to
- * 197. Blocks above HAK_MID_MAX are large (large.c). The secure build
+ * (cache.c); as large blocks, the freed pages of one size served only its
+ * own and the next sizes up, and span classes up to 1 MiB left runs too
+ * short for them (docs/design/tuning.md, "Span classes"). Blocks above
+ * HAK_MID_MAX are large (large.c). The secure build
  * keeps blocks above 128 KiB large, each with a guard page after it, and
  * leaves the span classes unused. */
 #define HAK_MID_TABLE_MAX  ((size_t)128 * 1024)
@@ -227,7 +224,7 @@ _Static_assert(offsetof(hak_superslab_t, span_class) % 64 == 0 &&
  * paths keep and the class, on the same cache line. The thread using the
  * heap alone writes top; items and end change under the heap's slow-path
  * token only, by the owner or by a drain, which sets items = end and end =
- * items so that both fast paths fail (docs/thread-memory.md). */
+ * items so that both fast paths fail (docs/design/thread-memory.md). */
 struct hak_ucache_s {
   void   **top;
   void   **items;
