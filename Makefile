@@ -35,8 +35,9 @@ all: $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem bench-programs $(if $(filter
 
 # --- one library variant: $(1)=dir $(2)=extra cflags $(3)=override(0/1) $(4)=stat level
 # $(5)=library name (libhakmem). Its objects are linked into one,
-# obj/hakmem.o (src/text.ld), which the static and shared libraries hold. Its objects depend on $(1)/obj/flags, which
-# holds the command line they are compiled with and changes only with it:
+# obj/hakmem.o (src/text.ld), which the static and shared libraries hold.
+# The objects depend on $(1)/obj/flags, which holds the command line they
+# are compiled with and changes only with it:
 # `make STAT=2` after `make` (or CC=clang, OPT=...) rebuilds them.
 define LIBVARIANT
 $(1)/compile = $$(CC) $$(CSTD) $$(WARN) $$(OPT) $$(LIBFLAGS) $(2) -DHAK_OVERRIDE=$(3) -DHAK_STAT=$(strip $(or $(4),$(STAT))) -Iinclude -Isrc

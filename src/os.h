@@ -76,7 +76,8 @@ bool     hak_os_copy_file(const char *path, int fd);
 /* Read up to n - 1 bytes of a small file (/proc, /sys) into buf, NUL-ended;
  * returns the length, or -1. */
 long     hak_os_read_file(const char *path, char *buf, size_t n);
-/* The process's environment, for the one scan in options.c. */
+/* The process's environment: options.c's scan, and track.c's look for
+ * memcheck's preload in LD_PRELOAD. */
 char   **hak_os_environ(void);
 /* The shared library hakmem's code was loaded from (libhakmem.so.N); false
  * if the program links hakmem statically, or the name is unknown or too long. */

@@ -451,9 +451,10 @@ static int stderr_copy = -1;
 static uint64_t stderr_id[2];
 
 void hak_stats_init(void) {
+  if (!hak_opt(hak_option_stats)) return;
   const char *path = hak_option_get_string(hak_option_stats_file);
-  if (hak_opt(hak_option_stats) && path && path[0] != '/' && !hak_os_cwd(start_dir, sizeof start_dir)) start_dir[0] = 0;
-  if (hak_opt(hak_option_stats) && !path) stderr_copy = hak_os_dup(2, stderr_id);
+  if (!path) stderr_copy = hak_os_dup(2, stderr_id);
+  else if (path[0] != '/' && !hak_os_cwd(start_dir, sizeof start_dir)) start_dir[0] = 0;
 }
 
 /* HAKMEM_STATS: the report at exit, to stderr or appended to

@@ -17,10 +17,10 @@ void hak_track_checker_hint(void) {
   for (char **e = hak_os_environ(); e && *e; e++)
     if (!strncmp(*e, "LD_PRELOAD=", 11)) preload = *e + 11;
   if (!preload || !strstr(preload, "vgpreload_memcheck")) return;
-  static const char *const beside[] = {"hakmem/valgrind/libhakmem.so." STR(HAKMEM_VERSION_MAJOR),
-                                       "valgrind/libhakmem.so." STR(HAKMEM_VERSION_MAJOR)};
+  static const char beside[][32] = {"hakmem/valgrind/libhakmem.so." STR(HAKMEM_VERSION_MAJOR),
+                                     "valgrind/libhakmem.so." STR(HAKMEM_VERSION_MAJOR)};
   char path[4096];
-  bool shared = hak_os_own_library(path, sizeof path - 40), found = false;
+  bool shared = hak_os_own_library(path, sizeof path - sizeof beside[0]), found = false;
   char *slash = shared ? strrchr(path, '/') : NULL;
   for (size_t i = 0; slash && !found && i < 2; i++) {
     strcpy(slash + 1, beside[i]);

@@ -381,6 +381,14 @@ def test_cmake_static(tmp):
           "hakmem statistics" in r.stdout, r.stdout)
 
 
+def cargo_passed(r):
+    """Tests a cargo test run passed; -1 if it or any of its tests failed."""
+    results = re.findall(r"test result: (\w+)\. (\d+) passed; (\d+) failed", r.stdout)
+    if r.returncode or any(f != "0" for _, _, f in results):
+        return -1
+    return sum(int(p) for _, p, _ in results)
+
+
 def test_cargo(tmp):
     """The library crates build, test and package offline with nothing but the
     toolchain: an empty CARGO_HOME, no crate cache, no network."""
@@ -392,10 +400,8 @@ def test_cargo(tmp):
                CARGO_HOME=os.path.join(tmp, "cargo-home"), CARGO_NET_OFFLINE="true")
     env.setdefault("RUSTUP_HOME", os.path.join(os.path.expanduser("~"), ".rustup"))
     r = run(["cargo", "test", "--offline", "--quiet"], cwd=crates, env=env, timeout=900)
-    results = re.findall(r"test result: (\w+)\. (\d+) passed; (\d+) failed", r.stdout)
-    count = sum(int(p) for _, p, _ in results)
-    check("cargo test --offline in bindings/rust, empty CARGO_HOME (%d tests)" % count,
-          r.returncode == 0 and count >= 6 and all(f == "0" for _, _, f in results), r.stdout)
+    count = cargo_passed(r)
+    check("cargo test --offline in bindings/rust, empty CARGO_HOME (%d tests)" % count, count >= 6, r.stdout)
 
     # Package both crates, then build and test hakmem from the two .crate
     # files alone, hakmem-sys taken from its package as crates.io would
@@ -422,10 +428,7 @@ def test_cargo(tmp):
           all(w in listing for w in want + ["c/src/os/linux.c", "c/include/hakmem.h"]), listing)
     patch = 'patch.crates-io.hakmem-sys.path="%s"' % crate["hakmem-sys"]
     r = run(["cargo", "test", "--offline", "--quiet", "--config", patch], cwd=crate["hakmem"], env=env, timeout=900)
-    results = re.findall(r"test result: (\w+)\. (\d+) passed; (\d+) failed", r.stdout)
-    check("the packaged hakmem builds and passes its tests on the packaged hakmem-sys",
-          r.returncode == 0 and sum(int(p) for _, p, _ in results) >= 2 and all(f == "0" for _, _, f in results),
-          r.stdout)
+    check("the packaged hakmem builds and passes its tests on the packaged hakmem-sys", cargo_passed(r) >= 2, r.stdout)
 
 
 DEB_PACKAGES = ["libhakmem0", "libhakmem-dev", "hakmem"]

@@ -273,7 +273,7 @@ int main(int argc, char **argv) {
       break;
     }
     if (strcmp(arg, "--secure") == 0 || strcmp(arg, "--valgrind") == 0) {
-      build = arg[2] == 's' ? SECURE : VALGRIND;
+      build = strcmp(arg, "--secure") == 0 ? SECURE : VALGRIND;
       continue;
     }
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
