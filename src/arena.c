@@ -22,10 +22,10 @@
  * where its own mapping took one to five (mmap at a hint, else a larger
  * one trimmed to the alignment) and a munmap (the soak: 60% of its system
  * calls). The reservation is charged nothing (MAP_NORESERVE) and costs
- * memory only where chunks are in use. If it cannot be had (or in the
- * Valgrind-aware build), or once the arena is full, SuperSlabs and large
- * blocks are mapped one by one and free finds them through the registry on
- * its slow path. */
+ * memory only where chunks are in use (the Valgrind-aware build's is
+ * smaller, types.h). If it cannot be had, or once the arena is full,
+ * SuperSlabs and large blocks are mapped one by one and free finds them
+ * through the registry on its slow path. */
 #include "internal.h"
 
 #define ARENA_SLOTS (HAK_ARENA_SIZE >> HAK_SS_SHIFT)
@@ -47,10 +47,6 @@ static _Atomic size_t given_count[2];
 static _Atomic uint64_t placement;               /* secure build: random numbers' state */
 
 void hak_arena_init(void) {
-  /* memcheck warns of every range over 256 MiB it is told about (a mapping
-   * included) and keeps state for every byte of one: the Valgrind-aware
-   * build maps SuperSlabs and large blocks one by one. */
-  if (HAK_VALGRIND) return;
   const size_t table = HAK_ARENA_UNITS * sizeof(hak_slab_t);
   void *p = hak_os_reserve_aligned(HAK_ARENA_SIZE + HAK_SS_SIZE + table, HAK_SS_SIZE);
   if (!p) return;

@@ -124,8 +124,12 @@
 #define HAK_COUNT(lvalue, n) HAK_COUNT_LEVEL(1, lvalue, n)
 #define HAK_COUNT_OP(lvalue, n) HAK_COUNT_LEVEL(2, lvalue, n)
 
-/* ---- arena: the address space SuperSlabs are carved from (arena.c) */
-#define HAK_ARENA_SIZE    ((uintptr_t)16 << 30)
+/* ---- arena: the address space SuperSlabs are carved from (arena.c).
+ * 128 MiB in the Valgrind-aware build (HAK_VALGRIND, from track.h, which
+ * internal.h includes first): memcheck warns of every range over 256 MiB
+ * it is told about, a mapping included, and keeps state for each of its
+ * bytes; past it, SuperSlabs and large blocks are mapped one by one. */
+#define HAK_ARENA_SIZE    ((uintptr_t)(HAK_VALGRIND ? 128 : 16 << 10) << 20)
 #define HAK_ARENA_UNITS   (HAK_ARENA_SIZE >> HAK_UNIT_SHIFT)   /* a power of two: the table's period */
 
 /* ---- registry */

@@ -111,7 +111,7 @@ run_real() {
 run_real sort '(at|by) 0x[0-9A-F]+: hak_' sort /etc/services
 run_real git 'hakmem statistics' git --version
 
-# The Valgrind-aware build reserves no arena: memcheck warns of no range
+# The Valgrind-aware build's arena is 128 MiB: memcheck warns of no range
 # over 256 MiB ("set address range perms: large range").
 if grep -q 'set address range perms' "$OUT"/hak.*; then
   fail "no large-range warning with the Valgrind-aware build" "$(grep -h 'set address range perms' "$OUT"/hak.*)"
