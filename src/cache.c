@@ -136,11 +136,16 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
 }
 
 /* Slow start: a heap's first refill of a class takes a page's worth of
- * blocks (a thread that needs a few blocks of a size touches one page, not
- * half a cache of them), each next one twice as many, up to half the cache
- * (half), where it stays. Returns this refill's batch. */
+ * blocks, at least 2 (a thread that needs a few blocks of a size touches
+ * one page, not half a cache of them), each next one twice as many, up to
+ * half the cache (half), where it stays. refill_ramp returns this refill's
+ * batch. */
+uint32_t hak_refill_first(unsigned cls) {
+  return HAK_PAGE_BYTES / hak_class_size[cls] > 2 ? HAK_PAGE_BYTES / hak_class_size[cls] : 2;
+}
+
 static uint32_t refill_ramp(hak_heap_t *h, unsigned cls, uint32_t batch, uint32_t half) {
-  if (!batch) batch = HAK_PAGE_BYTES / hak_class_size[cls] > 2 ? HAK_PAGE_BYTES / hak_class_size[cls] : 2;
+  if (!batch) batch = hak_refill_first(cls);
   if (batch > half) batch = half;
   h->refill_batch[cls] = (uint16_t)(2 * batch < half ? 2 * batch : half);
   return batch;

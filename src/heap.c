@@ -410,6 +410,7 @@ static hak_heap_t *heap_take(void) {
  * pointer does not take the heap's blocks for its own. */
 static void heap_set_thread(hak_heap_t *h, uintptr_t t) {
   h->thread = t;
+  if (t) h->gen++;
   for (hak_superslab_t *ss = h->superslabs; ss; ss = ss->next) {
     hak_slab_t *slabs = hak_ss_slabs(ss);
     for (unsigned u = 0; u < HAK_UNITS; u++) __atomic_store_n(&slabs[u].owner_thread, t, __ATOMIC_RELAXED);

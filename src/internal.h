@@ -142,6 +142,7 @@ void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
 void  hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n);   /* free blocks of h's slabs */
+uint32_t hak_refill_first(unsigned cls);   /* blocks of a class's first refill (slow start) */
 void  hak_cache_restart(hak_heap_t *h, unsigned cls, void **from, uint32_t n);   /* to first items, holding n blocks at from */
 void  hak_cache_return(hak_heap_t *h, unsigned cls);   /* all its blocks (counted ones too) to the slabs, first items */
 /* Where a heap keeps a class's cache items (heap.c): its first room, or

@@ -7,7 +7,10 @@
 #include "internal.h"
 
 HAK_TWO_BUILDS(HAK_EXPORT, void *, malloc, (size_t size), hak_malloc_entry_of, (size));
-HAK_EXPORT void free(void *p) { hak_free_entry(p); }
+/* On a cache line of its own: its 125 bytes then take two lines, not
+ * three, wherever code before it ends (tiny_hot ran 5-7 % slower, at the
+ * same instructions, when an unrelated change moved it 48 bytes on). */
+HAK_EXPORT __attribute__((aligned(64))) void free(void *p) { hak_free_entry(p); }
 HAK_EXPORT void *calloc(size_t count, size_t size) { return hak_calloc(count, size); }
 HAK_EXPORT void *realloc(void *p, size_t size) { return hak_realloc(p, size); }
 HAK_EXPORT void *reallocarray(void *p, size_t count, size_t size) { return hak_reallocarray(p, count, size); }

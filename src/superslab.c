@@ -38,6 +38,7 @@ hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a) {
  * units first). */
 static hak_superslab_t *ss_adopt(hak_heap_t *h, hak_superslab_t *ss) {
   ss->owner = h;
+  memset(ss->taken_gen, (uint8_t)(h->gen - 1), sizeof ss->taken_gen);   /* its slabs were an earlier thread's */
   memset(hak_ss_slabs(ss), 0, HAK_UNITS * sizeof(hak_slab_t));   /* table entries outlive their SuperSlab */
   ss->free_units = HAK_UNITS_ALL;
   ss_list_push(&h->superslabs, ss);
@@ -107,23 +108,27 @@ static uint32_t run_starts(uint32_t avail, unsigned units, bool tiny) {
 }
 
 /* Of the run starts m (run_starts) for a slab of class cls, the first unit
- * of the run to take, or -1. With same_class, only a run that last held a slab of cls
- * and whose pages may still be resident (dirty): the blocks it hands out
- * then fall on the pages that class touched before, where another class
- * would touch others (a heap that threads adopt one after another would
- * otherwise end with every page of its free units resident). Otherwise,
- * for a slab of one unit, the dirty unit with the most pages touched, the
- * lowest of those: a class new to the heap reuses the pages that another
- * class touched most, and leaves alone the units of classes that touched a
- * page or two, which they find again (memory threads, 1 thread alive at a
- * time: 639 pages of one heap's free units resident after 20,000 threads,
- * 463 now). Else, and for longer slabs, the lowest run: a unit taken from
- * the middle of free units because it was touched splits the runs that
- * longer slabs need (memory mid peaked 3% higher when runs of any length
- * went by their touched pages). *resident, where asked, is the number of
- * pages of the run's first unit that may be resident. */
+ * of the run to take, or -1. With same_class, only a run that last held a
+ * slab of cls and whose pages may still be resident (dirty): the blocks it
+ * hands out then fall on the pages that class touched before, where another
+ * class would touch others (a heap that threads adopt one after another
+ * would otherwise end with every page of its free units resident).
+ * Otherwise, for a slab of one unit, the dirty unit whose last slab began
+ * the most threads of this heap ago (gen: the class least likely to want
+ * it back), then the one with the most pages touched, the lowest of those:
+ * a class new to the heap reuses the pages another class touched most,
+ * and leaves to classes that touched a page or two their units. A unit so
+ * taken from an earlier thread's class is trimmed (unit_trim). Without
+ * that, in a heap that threads adopt one after another, each class that
+ * lost its unit took another's in turn, and every unit ended fully
+ * resident (docs/design/tuning.md, "Which unit a class new to a heap
+ * takes"). Else, and for longer slabs, the
+ * lowest run: a unit taken from the middle of free units because it was
+ * touched splits the runs that longer slabs need (memory mid peaked 3%
+ * higher when runs of any length went by their touched pages). *rank,
+ * where asked, orders the runs so found (higher is preferred). */
 static int find_span(const hak_superslab_t *ss, uint32_t m, uint32_t dirty, unsigned cls, unsigned units,
-                     bool same_class, unsigned *resident) {
+                     bool same_class, unsigned *rank) {
   if (same_class) {
     for (uint32_t c = m & dirty; c; c &= c - 1) {
       unsigned u = (unsigned)__builtin_ctz(c);
@@ -134,15 +139,20 @@ static int find_span(const hak_superslab_t *ss, uint32_t m, uint32_t dirty, unsi
   if (!m) return -1;
   int best = __builtin_ctz(m);
   unsigned most = 0;
-  if (units == 1)
+  if (units == 1) {
+    const hak_heap_t *h = ss->owner;
     for (uint32_t c = m & dirty; c; c &= c - 1) {
       unsigned u = (unsigned)__builtin_ctz(c);
-      if (ss->touched[u] > most) {
-        most = ss->touched[u];
+      unsigned score = (unsigned)(uint8_t)(h->gen - ss->taken_gen[u]) << 8 | ss->touched[u];
+      if (score > most) {
+        most = score;
         best = (int)u;
       }
     }
-  if (resident) *resident = units == 1 ? most : dirty >> best & 1 ? ss->touched[best] : 0;
+  } else if (dirty >> best & 1) {
+    most = ss->touched[best];
+  }
+  if (rank) *rank = most;
   return best;
 }
 
@@ -152,6 +162,22 @@ static bool run_warm(const hak_superslab_t *ss, unsigned u, unsigned units, uint
   unsigned pages = 0;
   for (uint32_t d = dirty & span_mask(u, units); d; d &= d - 1) pages += ss->touched[__builtin_ctz(d)];
   return pages * 2 >= units * (HAK_UNIT_SIZE / HAK_PAGE_BYTES);
+}
+
+/* Unit u, dirty, whose last slab was of another class and began under an
+ * earlier thread of the heap, is taken for a slab of class cls (one unit):
+ * the pages beyond those the class's first refill carves go back to the
+ * OS, since they follow the depth the other class reached, not this one's
+ * (find_span). Units that pass between classes within one thread keep
+ * their pages: a thread that cycles through sizes would fault them in
+ * again at every turn (memory mid ran at 0.42x). */
+static void unit_trim(hak_superslab_t *ss, unsigned u, unsigned cls) {
+  size_t at = u == 0 ? HAK_SS_HEADER : 0, need = at + (size_t)hak_refill_first(cls) * hak_class_size[cls];
+  unsigned keep = (unsigned)((need + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES);
+  if (ss->touched[u] <= keep) return;
+  hak_os_decommit((char *)ss + ((uintptr_t)u << HAK_UNIT_SHIFT) + (uintptr_t)keep * HAK_PAGE_BYTES,
+                  (size_t)(ss->touched[u] - keep) * HAK_PAGE_BYTES);
+  ss->touched[u] = (uint8_t)keep;
 }
 
 /* Which runs claim_span takes: one that last held the class and may still
@@ -186,6 +212,8 @@ static int claim_span(hak_superslab_t *ss, unsigned cls, unsigned units, bool ti
       atomic_fetch_and_explicit(&ss->purged, ~span, memory_order_relaxed);
       hak_release_retaken(atomic_load_explicit(&ss->purged_at, memory_order_relaxed));
     }
+    if (units == 1 && w & span && ss->span_class[u] != cls + 1 && ss->taken_gen[u] != ss->owner->gen)
+      unit_trim(ss, (unsigned)u, cls);
     return u;
   }
 }
@@ -197,14 +225,13 @@ static uint32_t slab_end(unsigned u, unsigned units) {
 
 /* A walk over h's SuperSlabs with room for a slab of class cls: returns
  * the first with a run that last held cls and may still be resident
- * (find_span's same_class), or NULL, and sets *best to the one where
- * find_span's run holds the most touched pages, the lowest-addressed of
- * those. With stop, the walk ends at that first one: *best is then of the
+ * (find_span's same_class), or NULL, and sets *best to the one whose run
+ * find_span ranks first, the lowest-addressed of those. With stop, the walk ends at that first one: *best is then of the
  * SuperSlabs before it only. */
 static hak_superslab_t *ss_survey(hak_heap_t *h, unsigned cls, unsigned units, bool tiny, bool stop,
                                   hak_superslab_t **best) {
   hak_superslab_t *same = NULL;
-  unsigned most = 0, resident;
+  unsigned most = 0, rank;
   *best = NULL;
   for (hak_superslab_t *x = h->superslabs; x && x->free_units; x = x->next) {
     uint64_t w = atomic_load_explicit(&x->dirty, memory_order_relaxed);
@@ -214,10 +241,10 @@ static hak_superslab_t *ss_survey(hak_heap_t *h, unsigned cls, unsigned units, b
       same = x;
       if (stop) break;
     }
-    if (find_span(x, m, HAK_DIRTY(w), cls, units, false, &resident) >= 0 &&
-        (!*best || resident > most || (resident == most && x < *best))) {
+    if (find_span(x, m, HAK_DIRTY(w), cls, units, false, &rank) >= 0 &&
+        (!*best || rank > most || (rank == most && x < *best))) {
       *best = x;
-      most = resident;
+      most = rank;
     }
   }
   return same;
@@ -225,14 +252,14 @@ static hak_superslab_t *ss_survey(hak_heap_t *h, unsigned cls, unsigned units, b
 
 /* A new slab of class cls: units that last held the class and may still
  * be resident, in the first SuperSlab of the heap's list that has some;
- * else the run find_span prefers (the most touched unit, the lowest run)
- * of the SuperSlab where it holds the most touched pages, the
- * lowest-addressed of those, if some of its units may be resident; else
+ * else the run find_span prefers (a dirty unit of another class, the
+ * lowest run) of the SuperSlab where find_span ranks it first, the
+ * lowest-addressed of those, if half its pages may be resident; else
  * an empty SuperSlab with pages resident of a heap whose thread exited;
  * else that run; else a SuperSlab from the pool or the arena.
  * The walk ends at the first SuperSlab with units of the class; when
- * there is none, every SuperSlab with room is looked at for the most
- * touched run, so that a batch of one size does not go to a fresh
+ * there is none, every SuperSlab with room is looked at for the
+ * preferred run, so that a batch of one size does not go to a fresh
  * SuperSlab's pages while older ones hold free units
  * (docs/design/tuning.md, "Which SuperSlab a new slab comes from"). */
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
@@ -252,7 +279,10 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
     }
   }
   if (cls >= HAK_CACHED_CLASSES) h->span_freed = 0;
-  for (unsigned i = 0; i < units; i++) ss->span_class[u + (int)i] = (uint8_t)(i ? 0 : cls + 1);
+  for (unsigned i = 0; i < units; i++) {
+    ss->span_class[u + (int)i] = (uint8_t)(i ? 0 : cls + 1);
+    ss->taken_gen[u + (int)i] = h->gen;
+  }
   if (ss->free_units == HAK_UNITS_ALL) h->empty_superslabs--;
   uint32_t span = span_mask((unsigned)u, units);
   ss->free_units &= ~span;

@@ -208,6 +208,8 @@ typedef struct hak_superslab_s {
   uint8_t touched[HAK_UNITS];      /* pages from each unit's start that blocks were carved on since the
                                       unit was last taken clean: what a dirty unit may hold resident (owner only) */
   hak_slab_link_t links[HAK_UNITS];  /* of the slab beginning at each unit */
+  uint8_t taken_gen[HAK_UNITS];    /* the owner's thread generation (gen) when a slab last began
+                                      at each unit (owner only) */
 } hak_superslab_t;
 #define HAK_DIRTY(w)    ((uint32_t)(w))
 #define HAK_PURGING(w)  ((uint32_t)((w) >> 32))
@@ -302,6 +304,7 @@ typedef struct hak_heap_s {
   uint64_t     span_freed;             /* bytes of span slabs released since it last took one (superslab.c) */
   uintptr_t    thread;                 /* hak_thread_id of the thread using the heap, 0: none */
   uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free */
+  uint8_t      gen;                    /* threads that used the heap, mod 256 (superslab.c's find_span) */
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint32_t     ticks;                  /* slow-path visits (and new slab bytes) since the last sweep (release.c) */
   _Atomic uintptr_t slow;              /* hak_thread_id of the thread in the heap's slow paths, 0: none (heap.c) */

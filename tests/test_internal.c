@@ -1,6 +1,7 @@
 /* Unit tests of hakmem's internals: size classes, the block check,
  * the registry, remote frees, slab and SuperSlab release, the large path and
  * heap adoption. Linked against the static library with the override on. */
+#include <errno.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
@@ -986,9 +987,12 @@ static void run_unpurged(void *(*fn)(void *)) {
 /* A slab of a class with no resident units of its own takes the free unit
  * whose pages its blocks were carved on most (types.h, touched), not the
  * lowest one: a class that touched a page or two of its unit finds it
- * again, where the next class would have touched the rest of its pages (a
- * heap that threads with other sizes adopt one after another ended with
- * every page of its free units resident: memory threads). */
+ * again. When that unit's last slab began under an earlier thread of the
+ * heap (here: as if a new thread adopted it, gen), it keeps resident only
+ * the pages the new class's first refill carves on (superslab.c,
+ * unit_trim): before, it kept every page, and in a heap that threads with
+ * other sizes adopt one after another every free unit ended with all its
+ * pages resident (memory threads). */
 typedef struct {
   hak_superslab_t *ss;
   unsigned unit, touched;
@@ -996,6 +1000,7 @@ typedef struct {
 
 static void *resident_thread(void *arg) {
   hak_heap_t *h = hak_heap_get();
+  hak_heap_release_all(h, true);   /* no free unit of an earlier thread holds pages */
   char *few = malloc(80), *many[80];
   escape(few);
   for (int i = 0; i < 80; i++) escape(many[i] = malloc(1008));
@@ -1035,6 +1040,34 @@ static void *resident_thread(void *arg) {
   for (unsigned i = 0; i < n; i++)
     if (dirty[i].ss == hak_ss_of(p) && dirty[i].unit == unit_of(p)) got = dirty[i].touched;
   CHECK(got == most, "a new class's slab went to a unit with %u pages touched, one had %u", got, most);
+  free(p);
+  hak_heap_release_all(h, false);
+  h->gen++;   /* the next thread */
+  for (size_t s = size - 16; s > 512; s -= 16) {   /* another class new to the heap */
+    unsigned c = hak_class_of(s);
+    bool known = c == hak_class_of(size) || h->warm[c] || h->full[c] || hak_cache_count(&h->cache[c]);
+    for (unsigned i = 0; i < n; i++) known |= dirty[i].ss->span_class[dirty[i].unit] == c + 1;
+    if (!known) {
+      size = s;
+      break;
+    }
+  }
+  p = malloc(size);
+  escape(p);
+  hak_superslab_t *ss = hak_ss_of(p);
+  unsigned u = unit_of(p), cls = hak_class_of(size);
+  for (unsigned i = 0; i < n; i++)
+    if (dirty[i].ss == ss && dirty[i].unit == u) got = dirty[i].touched;
+  CHECK(got == most, "the next thread's new class went to a unit with %u pages touched, one had %u", got, most);
+  size_t need = (u == 0 ? HAK_SS_HEADER : 0) + (size_t)hak_refill_first(cls) * hak_class_size[cls];
+  unsigned keep = (unsigned)((need + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES), resident = 0;
+  unsigned char in[HAK_UNIT_SIZE / HAK_PAGE_BYTES];
+  char *unit = (char *)ss + ((uintptr_t)u << HAK_UNIT_SHIFT);
+  CHECK(mincore(unit, HAK_UNIT_SIZE, in) == 0, "mincore: %s", strerror(errno));
+  for (unsigned i = keep; i < HAK_UNIT_SIZE / HAK_PAGE_BYTES; i++) resident += in[i] & 1;
+  CHECK(resident == 0, "a new class's slab (first refill: %u pages) left %u more pages of its unit resident", keep,
+        resident);
+  CHECK(ss->touched[u] <= keep, "its unit counts %u pages touched, the refill %u", ss->touched[u], keep);
   free(p);
   return arg;
 }
