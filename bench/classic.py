@@ -10,14 +10,30 @@ CMakeLists.txt compiles them:
 - cfrac: factors a 44-digit number by continued fractions (many small bignums);
 - espresso: the Berkeley two-level logic minimizer on its largest example;
 - barnes: the Barnes-Hut n-body simulation of the SPLASH suite;
-- alloc-test1: one thread of alloc-test's random-size alloc/free mix;
-- glibc-simple: glibc's bench-malloc-simple (batches of 16..64 B blocks);
-- malloc-large: 5..25 MiB buffers replaced at random, zero-filled.
+- alloc-test1, alloc-testN: alloc-test's random-size alloc/free mix, 1 and N threads;
+- larsonN, larsonN-sized: Larson's server simulation (blocks handed between
+  threads), with plain and sized delete;
+- mstressN: threads that allocate, share and free blocks of many sizes;
+- rptestN: rpmalloc's test of random sizes in cross-thread batches;
+- xmalloc-testN: producer threads whose blocks consumer threads free;
+- cache-scratch1/N, cache-thrash1/N: passive and active false sharing;
+- glibc-simple, glibc-thread: glibc's bench-malloc-simple and -thread;
+- malloc-large: 5..25 MiB buffers replaced at random, zero-filled;
+- mleak10, mleak100: threads that leave blocks for the next to free.
+
+N is the number of CPUs, as mimalloc-bench's bench.sh takes it, and so are
+the arguments. The programs that run for a fixed time (larson, rptest,
+xmalloc-test, glibc-thread) are scored by bench.sh's "relative time", from
+what they print, instead of their wall time. Not here: rbstress (Ruby),
+sh6bench and sh8bench (sources not in the repository), and the real
+programs bench.sh builds (lean, redis, gs ...), which bench/real.py covers
+with Debian's.
 
 build() returns them as bench/real.py's programs() does its own."""
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +63,17 @@ TARGETS = [
      ["alloc-test/test_common.cpp", "alloc-test/allocator_tester.cpp"], ["-lpthread"]),
     ("glibc-simple", "cc", ["-O2", "-w"], ["glibc-bench/bench-malloc-simple.c"], ["-lpthread"]),
     ("malloc-large", "c++", ["-O2", "-w", "-std=c++17"], ["malloc-large/malloc-large.cpp"], []),
+    ("larson", "c++", ["-O2", "-w", "-std=c++17", "-DCPP=1"], ["larson/larson.cpp"], ["-lpthread"]),
+    ("larson-sized", "c++", ["-O2", "-w", "-std=c++17", "-DCPP=1", "-DSIZED=1", "-fsized-deallocation"],
+     ["larson/larson.cpp"], ["-lpthread"]),
+    ("mstress", "cc", ["-O2", "-w"], ["mstress/mstress.c"], ["-lpthread"]),
+    ("rptest", "cc", ["-O2", "-w", "-Irptest"], ["rptest/rptest.c", "rptest/thread.c", "rptest/timer.c"],
+     ["-lpthread", "-lm"]),
+    ("xmalloc-test", "cc", ["-O2", "-w"], ["xmalloc-test/xmalloc-test.c"], ["-lpthread"]),
+    ("cache-scratch", "c++", ["-O2", "-w", "-std=c++17"], ["cache-scratch/cache-scratch.cpp"], ["-lpthread"]),
+    ("cache-thrash", "c++", ["-O2", "-w", "-std=c++17"], ["cache-thrash/cache-thrash.cpp"], ["-lpthread"]),
+    ("glibc-thread", "cc", ["-O2", "-w"], ["glibc-bench/bench-malloc-thread.c"], ["-lpthread"]),
+    ("mleak", "cc", ["-O2", "-w"], ["mleak/mleak.c"], ["-lpthread"]),
 ]
 
 
@@ -95,7 +122,7 @@ def build():
             continue
         print("building %s ..." % name, file=sys.stderr)
         r = subprocess.run([cc] + flags + ["-o", exe] + [os.path.join(bench, s) for s in sources] + libs,
-                           capture_output=True)
+                           capture_output=True, cwd=bench)
         if r.returncode:
             sys.exit("bench/classic.py: %s did not build:\n%s" % (name, r.stderr.decode()[-2000:]))
     exe = lambda n: os.path.join(out, n)
@@ -121,7 +148,66 @@ def build():
         {"name": "malloc-large", "pkg": pkg, "argv": [exe("malloc-large")], "env": [],
          "what": "malloc-large: 5..25 MiB buffers replaced at random, zero-filled",
          "check": _lines(lambda l: False), "checks": "exit status"},
+    ] + [_timed(name, pkg, [exe(prog)] + args.split(), what, time)
+         for name, prog, args, what, time in _more(os.cpu_count() or 1)]
+
+
+def _more(n):
+    """(name, program, arguments, what it does, relative time or None) of
+    the programs run with bench.sh's arguments for n CPUs."""
+    x = "%d 1000 1 2000000 %d"
+    return [
+        ("alloc-testN", "alloc-test", str(min(n, 16)), "alloc-test: the random-size mix on N threads", None),
+        ("larsonN", "larson", "5 8 1000 5000 100 4141 %d" % n,
+         "larson: server simulation, blocks handed to new threads, 5 s", _after(" time: ")),
+        ("larsonN-sized", "larson-sized", "5 8 1000 5000 100 4141 %d" % n,
+         "larson with sized delete, 5 s", _after(" time: ")),
+        ("mstressN", "mstress", "%d 50 25" % n, "mstress: threads allocate, share and free blocks", None),
+        ("rptestN", "rptest", "%d 0 1 2 500 1000 100 8 16000" % n,
+         "rptest: random sizes in cross-thread batches, fixed time", _per(r"(\d+) memory ops", 2e6)),
+        ("xmalloc-testN", "xmalloc-test", "-w %d -t 5 -s 64" % n,
+         "xmalloc-test: producers' blocks freed by consumers, 5 s", _after("rtime: ")),
+        ("cache-scratch1", "cache-scratch", x % (1, n), "cache-scratch: passive false sharing, 1 thread", None),
+        ("cache-scratchN", "cache-scratch", x % (n, n), "cache-scratch: passive false sharing, N threads", None),
+        ("cache-thrash1", "cache-thrash", x % (1, n), "cache-thrash: active false sharing, 1 thread", None),
+        ("cache-thrashN", "cache-thrash", x % (n, n), "cache-thrash: active false sharing, N threads", None),
+        ("glibc-thread", "glibc-thread", str(n), "glibc's bench-malloc-thread, fixed time",
+         _per(r"^(\d+) iterations", 1e9)),
+        ("mleak10", "mleak", "5", "mleak: threads leave blocks for the next to free", None),
+        ("mleak100", "mleak", "50", "mleak, ten times as many threads", None),
     ]
+
+
+def _timed(name, pkg, argv, what, time):
+    """A program of _more(): its exit status is what is checked; time, if
+    given, scores its run instead of its wall time (bench/real.py)."""
+    p = {"name": name, "pkg": pkg, "argv": argv, "env": [], "what": what,
+         "check": _lines(lambda l: False), "checks": "exit status"}
+    if time:
+        p["time"] = time
+    return p
+
+
+def _after(mark):
+    """Relative time: the number the output prints after mark."""
+    def time(path):
+        with open(path, errors="replace") as f:
+            for line in f:
+                if mark in line:
+                    return float(line.split(mark)[1].split()[0].rstrip("s,."))
+        raise ValueError("no %r in its output" % mark)
+    return time
+
+
+def _per(pattern, scale):
+    """Relative time as bench.sh computes it: scale / the count pattern finds."""
+    def time(path):
+        with open(path, errors="replace") as f:
+            m = re.search(pattern, f.read(), re.M)
+        if not m:
+            raise ValueError("no %r in its output" % pattern)
+        return scale / float(m.group(1))
+    return time
 
 
 def _lines(keep=lambda l: True, part=lambda l: l):
