@@ -122,11 +122,11 @@ static uint32_t run_starts(uint32_t avail, unsigned units, bool tiny) {
  * that, in a heap that threads adopt one after another, each class that
  * lost its unit took another's in turn, and every unit ended fully
  * resident (docs/design/tuning.md, "Which unit a class new to a heap
- * takes"). Else, and for longer slabs, the
- * lowest run: a unit taken from the middle of free units because it was
- * touched splits the runs that longer slabs need (memory mid peaked 3%
- * higher when runs of any length went by their touched pages). *rank,
- * where asked, orders the runs so found (higher is preferred). */
+ * takes"). Else, and for longer slabs, the lowest run: a unit taken from
+ * the middle of free units because it was touched splits the runs that
+ * longer slabs need (memory mid peaked 3% higher when runs of any length
+ * went by their touched pages). *rank, where asked, orders the runs so
+ * found (higher is preferred). */
 static int find_span(const hak_superslab_t *ss, uint32_t m, uint32_t dirty, unsigned cls, unsigned units,
                      bool same_class, unsigned *rank) {
   if (same_class) {
@@ -226,8 +226,9 @@ static uint32_t slab_end(unsigned u, unsigned units) {
 /* A walk over h's SuperSlabs with room for a slab of class cls: returns
  * the first with a run that last held cls and may still be resident
  * (find_span's same_class), or NULL, and sets *best to the one whose run
- * find_span ranks first, the lowest-addressed of those. With stop, the walk ends at that first one: *best is then of the
- * SuperSlabs before it only. */
+ * find_span ranks first, the lowest-addressed of those. With stop, the
+ * walk ends at that first one: *best is then of the SuperSlabs before it
+ * only. */
 static hak_superslab_t *ss_survey(hak_heap_t *h, unsigned cls, unsigned units, bool tiny, bool stop,
                                   hak_superslab_t **best) {
   hak_superslab_t *same = NULL;
