@@ -39,6 +39,81 @@ PEERS = {
 ORDER = ["glibc", "hakmem", "mimalloc", "jemalloc", "tcmalloc"]
 BASELINE = "mimalloc"
 
+# Peers built from their sources at bench time (never kept in this tree),
+# the versions mimalloc-bench's comparisons quote: name -> (repository, tag,
+# cmake options, cmake target, library it builds). The source is
+# $<NAME>_SRC (MIMALLOC3_SRC, SNMALLOC_SRC), a clone of the repository, bare
+# or not, for machines without network access; else a shallow clone of the
+# tag made into build/bench/peers/ on first use. The build is kept there.
+# make bench-classic and make bench-perf run them by default, the others
+# when BENCH_ALLOCATORS names them.
+SOURCE_PEERS = {
+    "mimalloc3": ("https://github.com/microsoft/mimalloc", "v3.4.3",
+                  ["-DMI_BUILD_TESTS=OFF", "-DMI_BUILD_STATIC=OFF", "-DMI_BUILD_OBJECT=OFF"],
+                  "mimalloc", "libmimalloc.so"),
+    "snmalloc": ("https://github.com/microsoft/snmalloc", "0.7.5",
+                 ["-DSNMALLOC_BUILD_TESTING=OFF"], "snmallocshim", "libsnmallocshim.so"),
+}
+
+
+def is_peer(name):
+    """Is name a peer allocator, installed or built from source?"""
+    return name in PEERS or name in SOURCE_PEERS
+
+
+_source_built = {}
+
+
+def source_peer(name):
+    """(library, None) of the source peer name, built on first use, or
+    (None, why it could not be)."""
+    if name in _source_built:
+        return _source_built[name]
+    url, tag, options, target, lib = SOURCE_PEERS[name]
+    top = os.path.join(BUILD, "bench", "peers")
+    out = os.path.join(top, "%s-%s" % (name, tag))
+    path = os.path.join(out, "build", lib)
+    why = None
+    if not os.path.exists(path):
+        why = _build_source_peer(name, url, tag, options, target, top, out)
+    _source_built[name] = (os.path.realpath(path), None) if not why and os.path.exists(path) else \
+        (None, why or "%s was not built" % path)
+    return _source_built[name]
+
+
+def _build_source_peer(name, url, tag, options, target, top, out):
+    """Builds a source peer into out; None, or why it failed."""
+    var = name.upper() + "_SRC"
+    src = os.environ.get(var)
+    if not src:
+        src = os.path.join(top, name + ".git")
+        if not os.path.isdir(src):
+            os.makedirs(top, exist_ok=True)
+            print("cloning %s %s (once) ..." % (url, tag), file=sys.stderr)
+            r = subprocess.run(["git", "clone", "--bare", "--depth", "1", "--branch", tag, url, src],
+                               capture_output=True, text=True)
+            if r.returncode:
+                shutil.rmtree(src, ignore_errors=True)
+                return "cannot clone %s (%s); set %s to a clone of it" % (
+                    url, (r.stderr.strip().splitlines() or ["?"])[-1], var)
+    print("building %s %s ..." % (name, tag), file=sys.stderr)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(os.path.join(out, "src"))
+    archive = subprocess.run(["git", "-C", src, "archive", tag], capture_output=True)
+    if archive.returncode:
+        return "git archive %s in %s failed: %s" % (tag, src, archive.stderr.decode().strip())
+    subprocess.run(["tar", "x", "-C", os.path.join(out, "src")], input=archive.stdout, check=True)
+    build = os.path.join(out, "build")
+    for argv in (["cmake", "-S", os.path.join(out, "src"), "-B", build, "-DCMAKE_BUILD_TYPE=Release"] + options,
+                 ["cmake", "--build", build, "-j", str(os.cpu_count() or 1), "--target", target]):
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True)
+        except OSError as e:
+            return "%s: %s" % (argv[0], e)
+        if r.returncode:
+            return "%s failed: %s" % (" ".join(argv[:2]), (r.stdout + r.stderr).strip()[-300:])
+    return None
+
 # The peers' heap profilers, sampling at a mean of 512 KiB as
 # hakmem@PROF_SAMPLE=512K does, for the cost of profiling side by side
 # (docs/profiling.md): name -> (file names, Debian package, environment).
@@ -72,6 +147,11 @@ def _lib_dirs():
 
 
 def find_peer(name):
+    if name in SOURCE_PEERS:
+        env = os.environ.get(name.upper() + "_LIB")
+        if env:
+            return env if os.path.exists(env) else None
+        return source_peer(name)[0]
     if name in PROFILED_PEERS:
         files = PROFILED_PEERS[name][0]
     else:
@@ -104,22 +184,25 @@ def alloc_env(name):
     return []
 
 
-def allocators(hakmem_lib=None):
-    """([(name, preload path or '')], [missing messages]) in ORDER,
-    filtered by BENCH_ALLOCATORS=name,name,... when set; there,
+def allocators(hakmem_lib=None, source_peers=False):
+    """([(name, preload path or '')], [missing messages]) in ORDER, and
+    the SOURCE_PEERS after them with source_peers, filtered by
+    BENCH_ALLOCATORS=name,name,... when set; there,
     hakmem:PROFILE (fast, balanced, lean, auto) adds hakmem under that
     profile, after hakmem, hakmem@NAME=VALUE hakmem with those options
     (alloc_env), hakmem-secure the secure build (make secure), and
     jemalloc:prof, tcmalloc:prof the peers sampling for a heap profile
     (PROFILED_PEERS), each after its peer."""
     want = os.environ.get("BENCH_ALLOCATORS")
-    want = [w.strip() for w in want.split(",") if w.strip()] if want else ORDER
+    want = [w.strip() for w in want.split(",") if w.strip()] if want else \
+        ORDER + (list(SOURCE_PEERS) if source_peers else [])
     bad = [w for w in want if w.startswith("hakmem:") and w.split(":", 1)[1] not in PROFILES]
     if bad:
         sys.exit("BENCH_ALLOCATORS: unknown profile in %s (profiles: %s)" % (", ".join(bad), ", ".join(PROFILES)))
     order = ORDER[:2] + ["hakmem:" + p for p in PROFILES] + ["hakmem-secure"] + \
         [w for w in want if w.startswith("hakmem@")] + \
-        [p for name in ORDER[2:] for p in [name, name + ":prof"] if p in PEERS or p in PROFILED_PEERS]
+        [p for name in ORDER[2:] for p in [name, name + ":prof"] if p in PEERS or p in PROFILED_PEERS] + \
+        list(SOURCE_PEERS)
     found, missing = [], []
     for name in order:
         if name not in want:
@@ -142,6 +225,8 @@ def allocators(hakmem_lib=None):
             lib = find_peer(name)
             if lib:
                 found.append((name, lib))
+            elif name in SOURCE_PEERS:
+                missing.append("%s (%s)" % (name, source_peer(name)[1] or "%s_LIB not found" % name.upper()))
             else:
                 files, pkg = (PROFILED_PEERS[name][:2] if name in PROFILED_PEERS
                               else PEERS[name])
@@ -154,12 +239,13 @@ def baseline(allocs):
     return BASELINE if any(a == BASELINE for a, _ in allocs) else "glibc"
 
 
-def announce(missing_hint=None):
-    """The start of a runner's output: finds the allocators, prints the
-    machine lines and the missing allocators (followed by missing_hint, if
-    given). Returns (allocators, missing, machine info) as allocators() and
-    machine_info() do."""
-    allocs, missing = allocators()
+def announce(missing_hint=None, source_peers=False):
+    """The start of a runner's output: finds the allocators (with the
+    SOURCE_PEERS when source_peers), prints the machine lines and the
+    missing allocators (followed by missing_hint, if given). Returns
+    (allocators, missing, machine info) as allocators() and machine_info()
+    do."""
+    allocs, missing = allocators(source_peers=source_peers)
     info = machine_info()
     for l in machine_lines(info):
         print(l)
@@ -335,6 +421,9 @@ def machine_info():
         else:
             v = "%s (%s)" % (v, pkg)
         versions[name] = v
+    for name, (_, tag, _, _, _) in SOURCE_PEERS.items():
+        lib = _source_built.get(name, (None,))[0]
+        versions[name] = "%s (built from source, %s)" % (tag, lib) if lib else "not built"
     cc = (_cmd(["cc", "--version"]).splitlines() or ["?"])[0]
     return {
         "cpu": cpu,

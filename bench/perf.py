@@ -99,8 +99,9 @@ def callgrind_ir(argv, preload):
         cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + os.path.join(
             d, "cg.out")] + argv
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
-        if p.returncode != 0:
-            return None, "exit %d: %s" % (p.returncode, p.stderr.strip()[-300:])
+        if p.returncode != 0:   # the program's own last words, not valgrind's stack: one table cell
+            said = [l for l in p.stderr.splitlines() if l.strip() and not l.startswith("==")]
+            return None, "exit %d under callgrind: %s" % (p.returncode, (said or ["?"])[-1][:200])
         m = re.search(r"Collected : (\d+)", p.stderr)
         if not m:
             return None, "no 'Collected' line from callgrind"
@@ -109,7 +110,7 @@ def callgrind_ir(argv, preload):
 
 def main():
     scale = float(os.environ.get("BENCH_SCALE", 1))
-    allocs, _, info = bl.announce()
+    allocs, _, info = bl.announce(source_peers=True)
     ok, why = perf_works()
     mode = os.environ.get("PERF_MODE") or ("perf" if ok else "callgrind")
     if mode == "perf" and not ok:

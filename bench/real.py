@@ -250,7 +250,7 @@ def summarize(runs):
 def fastest_peer(cells, key):
     """(peer, value): the peer allocator (bench/benchlib.py PEERS) with the
     lowest median of key among those that did not fail."""
-    vals = [(s[key], a) for a, s in cells.items() if a in bl.PEERS and not s["failed"]]
+    vals = [(s[key], a) for a, s in cells.items() if bl.is_peer(a) and not s["failed"]]
     return (min(vals)[1], min(vals)[0]) if vals else (None, None)
 
 
@@ -337,7 +337,7 @@ def main():
 
     allocs, missing, info = bl.announce(
         "  `make peers` installs the peers (apt-get install libmimalloc2.0 "
-        "libjemalloc2 libtcmalloc-minimal4)")
+        "libjemalloc2 libtcmalloc-minimal4)", source_peers=suite == "classic")
     names = [a for a, _ in allocs]
     print("allocators: " + ", ".join("%s=%s" % (a, p or "(libc)") for a, p in allocs))
     skipped = [(p["name"], installed(p)) for p in progs]
@@ -421,7 +421,7 @@ def main():
              "round*: the median (and range) of each round's ratio of hakmem's time to the "
              "fastest peer's; a round runs every allocator within seconds, so its two runs "
              "share the host's state of that moment, which medians taken apart do not." % (
-                 ", ".join(bl.PEERS)), ""]
+                 ", ".join([a for a in names if bl.is_peer(a)])), ""]
     prog_lines = ["", "### Programs", "", "| program | command | does | checked |",
                   "|---|---|---|---|"]
     for p in progs:
