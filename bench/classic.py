@@ -127,6 +127,8 @@ def build():
             sys.exit("bench/classic.py: %s did not build:\n%s" % (name, r.stderr.decode()[-2000:]))
     exe = lambda n: os.path.join(out, n)
     pkg = "mimalloc-bench (built from source)"
+    work = os.path.join(DIR, "work")   # where the programs run: rptest writes its results there
+    os.makedirs(work, exist_ok=True)
     return [
         {"name": "cfrac", "pkg": pkg, "argv": [exe("cfrac"), "17545186520507317056371138836327483792789528"],
          "env": [], "what": "cfrac: factors a 44-digit number by continued fractions", "check": _lines(),
@@ -148,7 +150,7 @@ def build():
         {"name": "malloc-large", "pkg": pkg, "argv": [exe("malloc-large")], "env": [],
          "what": "malloc-large: 5..25 MiB buffers replaced at random, zero-filled",
          "check": _lines(lambda l: False), "checks": "exit status"},
-    ] + [_timed(name, pkg, [exe(prog)] + args.split(), what, time)
+    ] + [_timed(name, pkg, ["env", "--chdir=" + work, exe(prog)] + args.split(), what, time)
          for name, prog, args, what, time in _more(os.cpu_count() or 1)]
 
 
