@@ -73,11 +73,10 @@ def source_peer(name):
     top = os.path.join(BUILD, "bench", "peers")
     out = os.path.join(top, "%s-%s" % (name, tag))
     path = os.path.join(out, "build", lib)
-    why = None
-    if not os.path.exists(path):
-        why = _build_source_peer(name, url, tag, options, target, top, out)
-    _source_built[name] = (os.path.realpath(path), None) if not why and os.path.exists(path) else \
-        (None, why or "%s was not built" % path)
+    why = None if os.path.exists(path) else _build_source_peer(name, url, tag, options, target, top, out)
+    if not why and not os.path.exists(path):
+        why = "%s was not built" % path
+    _source_built[name] = (None, why) if why else (os.path.realpath(path), None)
     return _source_built[name]
 
 
@@ -147,18 +146,12 @@ def _lib_dirs():
 
 
 def find_peer(name):
+    env = None if name in PROFILED_PEERS else os.environ.get(name.upper() + "_LIB")  # e.g. MIMALLOC_LIB=/path/lib.so
+    if env:
+        return env if os.path.exists(env) else None
     if name in SOURCE_PEERS:
-        env = os.environ.get(name.upper() + "_LIB")
-        if env:
-            return env if os.path.exists(env) else None
         return source_peer(name)[0]
-    if name in PROFILED_PEERS:
-        files = PROFILED_PEERS[name][0]
-    else:
-        files, _ = PEERS[name]
-        env = os.environ.get(name.upper() + "_LIB")  # e.g. MIMALLOC_LIB=/path/lib.so
-        if env:
-            return env if os.path.exists(env) else None
+    files = PROFILED_PEERS[name][0] if name in PROFILED_PEERS else PEERS[name][0]
     for f in files:
         for d in _lib_dirs():
             p = os.path.join(d, f)
@@ -226,7 +219,9 @@ def allocators(hakmem_lib=None, source_peers=False):
             if lib:
                 found.append((name, lib))
             elif name in SOURCE_PEERS:
-                missing.append("%s (%s)" % (name, source_peer(name)[1] or "%s_LIB not found" % name.upper()))
+                var = name.upper() + "_LIB"
+                missing.append("%s (%s)" % (name, "%s=%s not found" % (var, os.environ[var]) if os.environ.get(var)
+                                            else source_peer(name)[1]))
             else:
                 files, pkg = (PROFILED_PEERS[name][:2] if name in PROFILED_PEERS
                               else PEERS[name])

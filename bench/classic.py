@@ -161,20 +161,20 @@ def _more(n):
     return [
         ("alloc-testN", "alloc-test", str(min(n, 16)), "alloc-test: the random-size mix on N threads", None),
         ("larsonN", "larson", "5 8 1000 5000 100 4141 %d" % n,
-         "larson: server simulation, blocks handed to new threads, 5 s", _after(" time: ")),
+         "larson: server simulation, blocks handed to new threads, 5 s", _relative(r" time: ([0-9.]+)s")),
         ("larsonN-sized", "larson-sized", "5 8 1000 5000 100 4141 %d" % n,
-         "larson with sized delete, 5 s", _after(" time: ")),
+         "larson with sized delete, 5 s", _relative(r" time: ([0-9.]+)s")),
         ("mstressN", "mstress", "%d 50 25" % n, "mstress: threads allocate, share and free blocks", None),
         ("rptestN", "rptest", "%d 0 1 2 500 1000 100 8 16000" % n,
-         "rptest: random sizes in cross-thread batches, fixed time", _per(r"(\d+) memory ops", 2e6)),
+         "rptest: random sizes in cross-thread batches, fixed time", _relative(r"(\d+) memory ops", 2e6)),
         ("xmalloc-testN", "xmalloc-test", "-w %d -t 5 -s 64" % n,
-         "xmalloc-test: producers' blocks freed by consumers, 5 s", _after("rtime: ")),
+         "xmalloc-test: producers' blocks freed by consumers, 5 s", _relative(r"^rtime: ([0-9.]+)")),
         ("cache-scratch1", "cache-scratch", x % (1, n), "cache-scratch: passive false sharing, 1 thread", None),
         ("cache-scratchN", "cache-scratch", x % (n, n), "cache-scratch: passive false sharing, N threads", None),
         ("cache-thrash1", "cache-thrash", x % (1, n), "cache-thrash: active false sharing, 1 thread", None),
         ("cache-thrashN", "cache-thrash", x % (n, n), "cache-thrash: active false sharing, N threads", None),
         ("glibc-thread", "glibc-thread", str(n), "glibc's bench-malloc-thread, fixed time",
-         _per(r"^(\d+) iterations", 1e9)),
+         _relative(r"^(\d+) iterations", 1e9)),
         ("mleak10", "mleak", "5", "mleak: threads leave blocks for the next to free", None),
         ("mleak100", "mleak", "50", "mleak, ten times as many threads", None),
     ]
@@ -190,25 +190,16 @@ def _timed(name, pkg, argv, what, time):
     return p
 
 
-def _after(mark):
-    """Relative time: the number the output prints after mark."""
-    def time(path):
-        with open(path, errors="replace") as f:
-            for line in f:
-                if mark in line:
-                    return float(line.split(mark)[1].split()[0].rstrip("s,."))
-        raise ValueError("no %r in its output" % mark)
-    return time
-
-
-def _per(pattern, scale):
-    """Relative time as bench.sh computes it: scale / the count pattern finds."""
+def _relative(pattern, per=None):
+    """Relative time as bench.sh takes it from a program's output: the
+    number pattern captures, or per / that number (a count)."""
     def time(path):
         with open(path, errors="replace") as f:
             m = re.search(pattern, f.read(), re.M)
         if not m:
             raise ValueError("no %r in its output" % pattern)
-        return scale / float(m.group(1))
+        x = float(m.group(1))
+        return per / x if per else x
     return time
 
 

@@ -248,8 +248,8 @@ def summarize(runs):
 
 
 def fastest_peer(cells, key):
-    """(peer, value): the peer allocator (bench/benchlib.py PEERS) with the
-    lowest median of key among those that did not fail."""
+    """(peer, value): the peer allocator (bench/benchlib.py is_peer) with
+    the lowest median of key among those that did not fail."""
     vals = [(s[key], a) for a, s in cells.items() if bl.is_peer(a) and not s["failed"]]
     return (min(vals)[1], min(vals)[0]) if vals else (None, None)
 

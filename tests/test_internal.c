@@ -998,6 +998,19 @@ typedef struct {
   unsigned unit, touched;
 } free_unit_t;
 
+/* A size from `from` down to 513 B whose tiny class h has no slab, cached
+ * block or free unit of (dirty[], the n free units that may be resident),
+ * nor is skip's class (skip 0: none); 0 if there is none. */
+static size_t new_tiny_size(hak_heap_t *h, const free_unit_t *dirty, unsigned n, size_t from, size_t skip) {
+  for (size_t s = from; s > 512; s -= 16) {
+    unsigned c = hak_class_of(s);
+    bool known = (skip && c == hak_class_of(skip)) || h->warm[c] || h->full[c] || hak_cache_count(&h->cache[c]);
+    for (unsigned i = 0; i < n; i++) known |= dirty[i].ss->span_class[dirty[i].unit] == c + 1;
+    if (!known) return s;
+  }
+  return 0;
+}
+
 static void *resident_thread(void *arg) {
   hak_heap_t *h = hak_heap_get();
   hak_heap_release_all(h, true);   /* no free unit of an earlier thread holds pages */
@@ -1026,13 +1039,7 @@ static void *resident_thread(void *arg) {
     if (dirty[i].ss == low && dirty[i].unit == lowest) lowest_touched = dirty[i].touched;
   CHECK(most == HAK_UNIT_SIZE / HAK_PAGE_BYTES && lowest_touched < most,
         "no free unit with every page touched above a less touched one (most %u, lowest unit %u)", most, lowest_touched);
-  size_t size = 0;   /* a tiny class the heap has no slab or resident unit of */
-  for (size_t s = 1024; s > 512 && !size; s -= 16) {
-    unsigned cls = hak_class_of(s);
-    bool known = h->warm[cls] || h->full[cls] || hak_cache_count(&h->cache[cls]);
-    for (unsigned i = 0; i < n; i++) known |= dirty[i].ss->span_class[dirty[i].unit] == cls + 1;
-    if (!known) size = s;
-  }
+  size_t size = new_tiny_size(h, dirty, n, 1024, 0);
   CHECK(size != 0, "every tiny class above 512 B has a slab or a resident unit");
   char *p = malloc(size ? size : 1);
   escape(p);
@@ -1043,15 +1050,9 @@ static void *resident_thread(void *arg) {
   free(p);
   hak_heap_release_all(h, false);
   h->gen++;   /* the next thread */
-  for (size_t s = size - 16; s > 512; s -= 16) {   /* another class new to the heap */
-    unsigned c = hak_class_of(s);
-    bool known = c == hak_class_of(size) || h->warm[c] || h->full[c] || hak_cache_count(&h->cache[c]);
-    for (unsigned i = 0; i < n; i++) known |= dirty[i].ss->span_class[dirty[i].unit] == c + 1;
-    if (!known) {
-      size = s;
-      break;
-    }
-  }
+  size_t other = new_tiny_size(h, dirty, n, size - 16, size);   /* another class new to the heap */
+  CHECK(other != 0, "no second tiny class above 512 B new to the heap");
+  size = other ? other : size;
   p = malloc(size);
   escape(p);
   hak_superslab_t *ss = hak_ss_of(p);
