@@ -46,9 +46,10 @@ static _Atomic size_t cached_bytes;
 static _Atomic int cached;
 static _Atomic uint64_t next_expiry;   /* ms, earliest expiry of an entry (may be early), 0: none */
 static _Atomic uint64_t expired_at[BINS];   /* ms, when an entry of the bin last expired */
+static _Atomic uint64_t refused_at[BINS];   /* ms, when a block of the bin was last refused for the budget */
 
-#define REGRET_WINDOW 4   /* delays after an expiry in which a new mapping it could have served
-                             is a sign the delay is short */
+#define REGRET_WINDOW 4   /* delays after an expiry or a refusal in which a new mapping it could
+                             have served is a sign the delay or the budget is short */
 
 static uint64_t delay(void) { return (uint64_t)hak_ace_value(hak_knob_bigcache_delay_ms); }
 
@@ -126,6 +127,7 @@ bool hak_bigcache_put(hak_large_t *hdr) {
     atomic_fetch_sub(&cached_bytes, size);
     hak_ace_sign(HAK_ACE_BIGCACHE_REFUSED, size);
     hak_ace_sign(HAK_ACE_BIGCACHE_REFUSALS, 1);
+    atomic_store_explicit(&refused_at[bin_of(size)], hak_os_now_ms(), memory_order_relaxed);
     return grace_put(hdr, size);
   }
   uint64_t now = hak_os_now_ms();
@@ -211,23 +213,31 @@ static hak_large_t *below_chunk(size_t min_size) {
   return NULL;
 }
 
+/* Did a bin whose entries could serve min_size see its event (at[], ms)
+ * within the last window ms? */
+static bool lately(const _Atomic uint64_t *at, size_t min_size, uint64_t now, uint64_t window) {
+  unsigned first = bin_of(min_size);
+  for (unsigned b = first; b < last_bin(first); b++) {
+    uint64_t t = atomic_load_explicit(&at[b], memory_order_relaxed);
+    if (t && now - t <= window) return true;
+  }
+  return false;
+}
+
 /* lookup's, else below_chunk's, else above's, else below's; on a miss of
  * lookup the signs the adaptive controller reads: a miss, and whether an
- * entry that could have served it expired lately. */
+ * entry that could have served it expired lately, or a block that could
+ * have was refused for the budget (a refusal and a miss seldom fall in
+ * one period when the blocks come a few a second: the soak's budget stayed
+ * at 16 MiB while its misses and refusals cost 2 madvise calls a second). */
 hak_large_t *hak_bigcache_take(size_t min_size) {
   hak_large_t *hdr = lookup(min_size);
   if (hdr) return hdr;
   hak_ace_sign(HAK_ACE_BIGCACHE_MISSED, 1);
   uint64_t now = hak_os_now_ms(), window = REGRET_WINDOW * delay();
   hak_ace_poll(now);   /* a miss maps anew: the cost of a look at the clock is nothing beside it */
-  unsigned first = bin_of(min_size);
-  for (unsigned b = first; b < last_bin(first); b++) {
-    uint64_t expired = atomic_load_explicit(&expired_at[b], memory_order_relaxed);
-    if (expired && now - expired <= window) {
-      hak_ace_sign(HAK_ACE_EXPIRED_MISSED, min_size);
-      break;
-    }
-  }
+  if (lately(expired_at, min_size, now, window)) hak_ace_sign(HAK_ACE_EXPIRED_MISSED, min_size);
+  if (lately(refused_at, min_size, now, window)) hak_ace_sign(HAK_ACE_REFUSED_MISSED, 1);
   if (!atomic_load_explicit(&cached, memory_order_relaxed)) return NULL;
   if ((hdr = below_chunk(min_size)) || (hdr = above(min_size))) return hdr;
   return below(min_size);

@@ -187,6 +187,7 @@ typedef enum {
   HAK_ACE_BIGCACHE_REFUSED,   /* bytes of freed large blocks the BigCache had no budget left for */
   HAK_ACE_BIGCACHE_REFUSALS,  /* and how many blocks */
   HAK_ACE_BIGCACHE_MISSED,    /* a large allocation the BigCache could not serve */
+  HAK_ACE_REFUSED_MISSED,     /* such an allocation soon after a block that could have served it was refused */
   HAK_ACE_SIGNS
 } hak_ace_sign_t;
 typedef struct hak_ace_knob_s {

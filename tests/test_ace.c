@@ -176,7 +176,7 @@ static long abandoned_deadline(void) {
 static void test_purge_delay_follows_retaking(void) {
   hak_option_set(hak_option_purge_delay_ms, 10);
   struct hak_knob_stats k0 = knob(hak_knob_purge_delay_ms);
-  CHECK(k0.value == 10 && k0.start == 10 && k0.min == 10 && k0.max == 10 << 6,
+  CHECK(k0.value == 10 && k0.start == 10 && k0.min == 10 && k0.max == 10 << 8,
         "set to 10 ms: value %llu, start %llu, range %llu..%llu", k0.value, k0.start, k0.min, k0.max);
   long v = 0;
   for (int tries = 0; tries < 40 && v < 40; tries++) v = retake_cycles(1);
@@ -332,6 +332,53 @@ static void test_bigcache_budget_one_refusal(void) {
   hak_trim();
 }
 
+/* Profile auto: a block refused by the full 16 MiB budget, then, periods
+ * later, a request it could have served (its size up to half of it): the
+ * budget doubles once, though the refusal and the miss fell in different
+ * periods (a program that frees and allocates its big blocks a few a
+ * second has them apart: the soak's budget never moved, and each miss and
+ * refusal cost an madvise). A miss the refused block could not have served
+ * (8 MiB against 6 MiB) moves nothing. The sizes are ones no test before
+ * had refused. */
+static void test_bigcache_budget_refusal_then_miss(void) {
+  hak_option_set(hak_option_profile, HAK_PROFILE_AUTO);
+  hak_option_set(hak_option_bigcache_delay_ms, 5000);
+  void *p[8];
+  int n = 0;
+  size_t big = (size_t)6 << 20;
+  char *q = malloc(big);
+  escape(q);
+  for (; n < 8 && hak_bigcache_bytes() < ((size_t)12 << 20); n++) {   /* 2.5..3.9 MiB, a bin each */
+    escape(p[n] = malloc((size_t)(2560 + 192 * n) << 10));
+    free(p[n]);
+  }
+  CHECK(hak_bigcache_bytes() >= ((size_t)12 << 20), "the BigCache holds %zu bytes", hak_bigcache_bytes());
+  nap_ms(PERIOD + 10);
+  churn_small();   /* the misses of the mappings above are judged alone */
+  struct hak_knob_stats k0 = knob(hak_knob_bigcache_budget);
+  free(q);   /* refused: 12 + 6 MiB is over 16 */
+  nap_ms(PERIOD + 10);
+  churn_small();
+  char *other = malloc((size_t)8 << 20);   /* a miss the 6 MiB block could not serve */
+  escape(other);
+  nap_ms(PERIOD + 10);
+  churn_small();
+  struct hak_knob_stats k1 = knob(hak_knob_bigcache_budget);
+  escape(q = malloc(big));   /* a miss it could have served */
+  nap_ms(PERIOD + 10);
+  churn_small();
+  struct hak_knob_stats k2 = knob(hak_knob_bigcache_budget);
+  CHECK(k0.value == 16 << 20 && k1.value == k0.value && k1.ups == k0.ups,
+        "a refusal, or a miss of another size, moved the budget: %llu -> %llu", k0.value, k1.value);
+  CHECK(k2.value == 32 << 20 && k2.ups == k1.ups + 1, "a miss a refused block could have served: budget %llu -> %llu",
+        k1.value, k2.value);
+  free(q);
+  free(other);
+  hak_option_set(hak_option_profile, HAK_PROFILE_DEFAULT);
+  hak_option_set(hak_option_bigcache_delay_ms, hak_option_desc(hak_option_bigcache_delay_ms)->defaults[HAK_PROFILE_DEFAULT]);
+  hak_trim();
+}
+
 /* The report says what the controller did. */
 static void collect(const char *text, void *arg) {
   char *buf = arg;
@@ -369,6 +416,7 @@ int main(void) {
   test_bigcache_budget();
   test_bigcache_budget_large_blocks();
   test_bigcache_budget_one_refusal();
+  test_bigcache_budget_refusal_then_miss();
   test_report();
   return test_done("test_ace");
 }

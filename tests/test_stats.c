@@ -267,7 +267,7 @@ static void test_reports(void) {
   CHECK(strstr(err, "tiny <= 1024 B (32 classes)") && strstr(err, "mid <= 524288 B (72 classes)"),
         "banner lacks tiers: %s", err);
   CHECK(strstr(err, "page 4096 B") && strstr(err, "transparent huge pages"), "banner lacks page or huge pages: %s", err);
-  CHECK(strstr(err, "hakmem ace: on, knobs purge_delay_ms 5..320, bigcache_delay_ms 100..6400, bigcache_budget 16M..128M"),
+  CHECK(strstr(err, "hakmem ace: on, knobs purge_delay_ms 5..1280, bigcache_delay_ms 100..6400, bigcache_budget 16M..128M"),
         "banner lacks the controller's knobs and their ranges: %s", err);
   int lines = 0;
   for (const char *c = err; *c; c++) lines += *c == '\n';
