@@ -180,7 +180,8 @@ uninstall:
 # git, sqlite3, g++) the same way and checks their output against glibc's
 # (BENCH_RUNS=3 by default); `make bench-classic` runs mimalloc-bench's
 # classic programs (cfrac, espresso, barnes, ...) the same way, built from
-# its sources at bench time; `make peers` installs the peers; `make
+# its sources at bench time; `make peers` installs the peers and
+# python3-matplotlib, which draws the charts (bench/plot.py); `make
 # bench-perf` counts instructions per operation; `make soak` runs the long
 # soak (SOAK_MINUTES, default 5, balanced then lean); `make ab` compares
 # HEAD~1 with HEAD (make ab REV_A=x REV_B=y, or bench/ab.sh REV_A REV_B
@@ -216,7 +217,7 @@ soak: $(B)/libhakmem.so bench-programs
 bench-smoke: $(B)/libhakmem.so bench-programs
 	bench/smoke.sh
 peers:
-	$(if $(filter 0,$(shell id -u)),,sudo) sh -c 'apt-get update && apt-get install -y libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4'
+	$(if $(filter 0,$(shell id -u)),,sudo) sh -c 'apt-get update && apt-get install -y libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 python3-matplotlib'
 ab: bench-programs
 	bench/ab.sh $(or $(REV_A),HEAD~1) $(or $(REV_B),HEAD)
 

@@ -45,10 +45,10 @@ def main(argv):
     lines += ["- A = %s: `%s`" % (ver_a, lib_a), "- B = %s: `%s`" % (ver_b, lib_b),
               "- %d runs of each, interleaved (A B, B A, ...); figure = the program's own "
               "throughput (higher is better); verdict threshold %.1f%% on the median, and the "
-              "difference must exceed the larger CV" % (runs, thr * 100), "",
-              "| workload | A mean | A median | A CV | B mean | B median | B CV | B vs A "
-              "(median) | B vs A (mean) | B>A pairs | verdict |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+              "difference must exceed the larger CV" % (runs, thr * 100), ""]
+    # the rows are printed as each workload ends
+    lines += bl.md_table(["workload", "A mean", "A median", "A CV", "B mean", "B median", "B CV",
+                          "B vs A (median)", "B vs A (mean)", "B>A pairs", "verdict"], [], "l" + "r" * 9 + "l")
     for l in lines:
         print(l)
     sys.stdout.flush()
@@ -74,8 +74,7 @@ def main(argv):
         label = " ".join(w)
         if errors:
             failed = True
-            row = "| %s | **FAIL** | %s | | | | | | | | FAIL |" % (label, errors[0].replace(
-                "|", "/"))
+            row = bl.md_row([label, "**FAIL**", errors[0].replace("|", "/")] + [""] * 7 + ["FAIL"])
             print(row)
             for e in errors[1:4]:
                 print("    " + e)
@@ -93,10 +92,9 @@ def main(argv):
             why = ("below the %.0f%% threshold" % (thr * 100) if abs(d_med) <= thr
                    else "within the noise (CV %.1f%%)" % (noise * 100))
             verdict = "neutral: %+.1f%% is %s" % (d_med * 100, why)
-        row = "| %s | %s | %s | %.1f%% | %s | %s | %.1f%% | %+.1f%% | %+.1f%% | %d/%d | %s |" % (
-            label, bl.fmt_num(a["mean"]), bl.fmt_num(a["median"]), a["cv"] * 100,
-            bl.fmt_num(b["mean"]), bl.fmt_num(b["median"]), b["cv"] * 100, d_med * 100,
-            d_mean * 100, pairs, runs, verdict)
+        row = bl.md_row([label, bl.fmt_num(a["mean"]), bl.fmt_num(a["median"]), "%.1f%%" % (a["cv"] * 100),
+                         bl.fmt_num(b["mean"]), bl.fmt_num(b["median"]), "%.1f%%" % (b["cv"] * 100),
+                         "%+.1f%%" % (d_med * 100), "%+.1f%%" % (d_mean * 100), "%d/%d" % (pairs, runs), verdict])
         print(row)
         sys.stdout.flush()
         lines.append(row)

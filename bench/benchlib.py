@@ -7,7 +7,8 @@
   bench/tools/runone.c for why the wait4 is done by a small helper process
   rather than by Python itself);
 - parse_result(): the program's own result line;
-- machine_info(): CPU, cores, kernel, compiler and allocator versions.
+- machine_info(): CPU, cores, kernel, compiler and allocator versions;
+- md_table(): the Markdown tables of the runners' reports.
 """
 
 import math
@@ -491,9 +492,17 @@ def fmt_num(x):
     return "%.3g" % x
 
 
-def need_tools():
-    missing = [p for p in (RUNONE,) if not os.path.exists(p)]
-    return missing
+def md_row(cells):
+    """One row of a Markdown table, from its cells (strings)."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def md_table(head, rows, align=""):
+    """The lines of a Markdown table: head and each of rows a list of cells;
+    align a letter per column, r for right-aligned (the numbers) or l (the
+    columns past its end too)."""
+    rule = "|" + "".join("---:|" if c == "r" else "---|" for c in align.ljust(len(head), "l"))
+    return [md_row(head), rule] + [md_row(r) for r in rows]
 
 
 def which(prog):

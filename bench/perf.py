@@ -170,7 +170,8 @@ def main():
         "from ru_minflt of native runs"))
     lines.append("- iterations: " + ", ".join("%s N=%d (native page-fault runs N=%d)" % (
         c[0], c[3], c[4]) for c in cases(scale, mode)))
-    lines += ["", "| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
+    lines.append("")
+
     def find(workload, allocator):
         return next((x for x in rows if x["workload"] == workload and x["allocator"] == allocator
                      and not x["error"]), None)
@@ -182,10 +183,10 @@ def main():
             return None
         return r["instructions"] - loop["instructions"]
 
+    table = []
     for r in rows:
         if r["error"]:
-            lines.append("| %s | %s | **FAIL**: %s |" % (r["workload"], r["allocator"],
-                                                         r["error"].replace("|", "/")))
+            table.append([r["workload"], r["allocator"], "**FAIL**: %s" % r["error"].replace("|", "/")])
             continue
         b = find(r["workload"], base)
         ins, bins = r.get("instructions"), b.get("instructions") if b else None
@@ -198,8 +199,8 @@ def main():
             cells += ["%.1f" % r.get("cycles", float("nan")),
                       "%.1f" % r.get("branches", float("nan"))]
         cells.append("%.3g" % r["faults"] if "faults" in r else "-")
-        lines.append("| " + " | ".join(cells) + " |")
-    text = "\n".join(lines) + "\n"
+        table.append(cells)
+    text = "\n".join(lines + bl.md_table(head, table, "ll" + "r" * (len(head) - 2))) + "\n"
     print()
     print(text)
     os.makedirs(bl.RESULTS, exist_ok=True)

@@ -259,7 +259,7 @@ def table(results, progs, names):
     head = ["program"] + names
     for a in hak:
         head += ["%s ÷ fastest peer" % a, "%s RSS ÷ smallest peer's" % a, "%s ÷ that peer, round by round" % a]
-    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    rows = []
     ratios = {a: ([], [], []) for a in hak}
     for p in progs:
         cells = results.get(p["name"])
@@ -286,31 +286,29 @@ def table(results, progs, names):
                 row.append("%.2f× (%.2f–%.2f)" % (bl.median(pairs), min(pairs), max(pairs)))
             else:
                 row.append("-")
-        lines.append("| " + " | ".join(row) + " |")
+        rows.append(row)
     if hak:
         row = ["**geomean**"] + [""] * len(names)
         for a in hak:
             row += ["%.2f×" % bl.geomean(r) if r else "-" for r in ratios[a]]
-        lines.append("| " + " | ".join(row) + " |")
-    return lines
+        rows.append(row)
+    return bl.md_table(head, rows, "l" + "r" * (len(head) - 1))
 
 
 def fault_table(results, progs, names):
     """Median minor page faults per program and allocator (thousands): a
     program that maps and touches fresh pages again where another allocator
     reuses them pays for it here, a cost its time alone does not explain."""
-    lines = ["", "### Page faults", "",
-             "Median minor page faults (`ru_minflt`, thousands) of the same runs: each one "
-             "a page the kernel mapped and zeroed on first touch.", "",
-             "| program | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    rows = []
     for p in progs:
         cells = results.get(p["name"])
-        if cells is None:
-            continue
-        lines.append("| %s | %s |" % (p["name"], " | ".join(
-            "**FAIL**" if cells[a]["failed"] else "%.1fk" % (cells[a]["minflt_median"] / 1000.0)
-            for a in names)))
-    return lines
+        if cells is not None:
+            rows.append([p["name"]] + ["**FAIL**" if cells[a]["failed"] else
+                                       "%.1fk" % (cells[a]["minflt_median"] / 1000.0) for a in names])
+    return ["", "### Page faults", "",
+            "Median minor page faults (`ru_minflt`, thousands) of the same runs: each one "
+            "a page the kernel mapped and zeroed on first touch.", ""] + bl.md_table(
+        ["program"] + names, rows, "l" + "r" * len(names))
 
 
 def main():
@@ -422,12 +420,11 @@ def main():
              "fastest peer's; a round runs every allocator within seconds, so its two runs "
              "share the host's state of that moment, which medians taken apart do not." % (
                  ", ".join([a for a in names if bl.is_peer(a)])), ""]
-    prog_lines = ["", "### Programs", "", "| program | command | does | checked |",
-                  "|---|---|---|---|"]
+    prog_rows = []
     for p in progs:
         cmd = shlex.join(p["env"] + [os.path.basename(p["argv"][0])] + p["argv"][1:])
-        prog_lines.append("| %s | `%s` | %s | %s |" % (
-            p["name"], cmd.replace(bl.ROOT + os.sep, ""), p["what"], p["checks"]))
+        prog_rows.append([p["name"], "`%s`" % cmd.replace(bl.ROOT + os.sep, ""), p["what"], p["checks"]])
+    prog_lines = ["", "### Programs", ""] + bl.md_table(["program", "command", "does", "checked"], prog_rows)
     fail_lines = (["", "### Failures", ""] + ["- " + f.replace("\n", "<br>") for f in failures]
                   if failures else [])
     md = "\n".join(head + tab + fault_table(results, progs, names) + prog_lines + fail_lines) + "\n"

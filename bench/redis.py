@@ -148,11 +148,11 @@ def main():
     lines = ["# Redis %s (MALLOC=libc) under each allocator" % TAG, ""]
     lines += ["- " + l for l in bl.machine_lines(info)]
     lines += ["- %d interleaved rounds, medians; key counts x%g" % (runs, scale), ""]
-    lines.append("| allocator | " + " | ".join(doc for _, doc in FIGURES) + " |")
-    lines.append("|---|" + "---:|" * len(FIGURES))
+    rows = []
     for name, _ in allocs:
         meds = [bl.median([x[k] for x in results[name] if x[k] is not None] or [0]) for k, _ in FIGURES]
-        lines.append("| %s | %s |" % (name, " | ".join(bl.fmt_num(v) for v in meds)))
+        rows.append([name] + [bl.fmt_num(v) for v in meds])
+    lines += bl.md_table(["allocator"] + [doc for _, doc in FIGURES], rows, "l" + "r" * len(FIGURES))
     text = "\n".join(lines) + "\n"
     print(text)
     with open(os.path.join(bl.RESULTS, "latest-redis.md"), "w") as f:

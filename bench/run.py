@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Runs every benchmark workload under glibc, hakmem and the installed peer
-allocators (LD_PRELOAD) and writes bench/results/latest.{md,json,svg}.
+allocators (LD_PRELOAD) and writes bench/results/latest.{md,json,svg} (the
+chart drawn by bench/plot.py: none without matplotlib).
 
 Environment:
   BENCH_SCALE=1       multiplies every workload's iteration count
@@ -25,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as bl  # noqa: E402
-import svgchart  # noqa: E402
+import plot  # noqa: E402
 
 
 def workloads(scale):
@@ -137,16 +138,15 @@ def paired_table(results, names, wl_meta, ours="hakmem"):
             continue
         med = bl.median(pairs)
         geo.append(med)
-        rows.append("| %s | %s | %.3f | %.2f – %.2f | %d of %d |" % (
-            w, best, med, min(pairs), max(pairs), sum(x >= 1 for x in pairs), len(pairs)))
+        rows.append([w, best, "%.3f" % med, "%.2f – %.2f" % (min(pairs), max(pairs)),
+                     "%d of %d" % (sum(x >= 1 for x in pairs), len(pairs))])
     if not rows:
         return []
     return ["", "### %s against the fastest other allocator, round by round" % ours, "",
             "Median of the rounds' ratios of throughput (each round's two runs a few seconds "
-            "apart); the fastest is the one of highest median.", "",
-            "| workload | fastest other | median ratio | range | rounds ahead |",
-            "|---|---|---:|---:|---:|"] + rows + [
-            "| **geomean** | | %.3f | | |" % bl.geomean(geo)]
+            "apart); the fastest is the one of highest median.", ""] + bl.md_table(
+        ["workload", "fastest other", "median ratio", "range", "rounds ahead"],
+        rows + [["**geomean**", "", "%.3f" % bl.geomean(geo), "", ""]], "llrrr")
 
 
 def make_tables(results, allocs, base, wl_meta):
@@ -156,14 +156,13 @@ def make_tables(results, allocs, base, wl_meta):
     lines.append("### Throughput relative to %s (higher is better) / peak RSS relative "
                  "to %s (lower is better)" % (base, base))
     lines.append("")
-    lines.append("| workload | " + " | ".join(names) + " |")
-    lines.append("|---|" + "---|" * len(names))
+    matrix = []
     geo = {a: [] for a in names}
     geo_rss = {a: [] for a in names}
     for w, *_ in wl_meta:
         if w not in results:
             continue
-        row = []
+        row = [w]
         b = results[w].get(base)
         for a in names:
             s = results[w][a]
@@ -177,7 +176,7 @@ def make_tables(results, allocs, base, wl_meta):
             if rr:
                 geo_rss[a].append(rr)
             row.append("%s / %s" % (fmt_ratio(tr), fmt_ratio(rr)))
-        lines.append("| %s | %s |" % (w, " | ".join(row)))
+        matrix.append(row)
     nw = sum(1 for w, *_ in wl_meta if w in results)
 
     def geo_cell(a):
@@ -187,14 +186,12 @@ def make_tables(results, allocs, base, wl_meta):
             cell += " (%d of %d)" % (len(geo[a]), nw)
         return cell
 
-    lines.append("| **geomean** | " + " | ".join(geo_cell(a) for a in names) + " |")
+    lines += bl.md_table(["workload"] + names, matrix + [["**geomean**"] + [geo_cell(a) for a in names]])
     lines += paired_table(results, names, wl_meta)
     lines.append("")
     lines.append("### Details")
     lines.append("")
-    lines.append("| workload | allocator | median | min – max | spread | vs %s | peak RSS MiB "
-                 "| RSS vs %s | wall s |" % (base, base))
-    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    details = []
     for w, *_ in wl_meta:
         if w not in results:
             continue
@@ -202,18 +199,19 @@ def make_tables(results, allocs, base, wl_meta):
         for a in names:
             s = results[w][a]
             if s["failed"]:
-                lines.append("| %s | %s | **FAIL** (%d/%d runs) | %s | | | | | |" % (
-                    w, a, s["failed"], s["runs"], s["errors"][0].replace("|", "/")))
+                details.append([w, a, "**FAIL** (%d/%d runs)" % (s["failed"], s["runs"]),
+                                s["errors"][0].replace("|", "/")] + [""] * 5)
                 continue
             spread = (s["max"] - s["min"]) / s["median"] * 100 if s["median"] else 0
             bok = b and not b["failed"]
-            lines.append("| %s | %s | %s %s | %s – %s | ±%.1f%% | %s | %.1f | %s | %.2f |" % (
-                w, a, bl.fmt_num(s["median"]), s["unit"], bl.fmt_num(s["min"]),
-                bl.fmt_num(s["max"]), spread / 2,
-                fmt_ratio(ratio(s["median"], b["median"]) if bok else None),
-                s["rss_kib_median"] / 1024.0,
-                fmt_ratio(ratio(s["rss_kib_median"], b["rss_kib_median"]) if bok else None),
-                s["wall_s_median"]))
+            details.append([w, a, "%s %s" % (bl.fmt_num(s["median"]), s["unit"]),
+                            "%s – %s" % (bl.fmt_num(s["min"]), bl.fmt_num(s["max"])), "±%.1f%%" % (spread / 2),
+                            fmt_ratio(ratio(s["median"], b["median"]) if bok else None),
+                            "%.1f" % (s["rss_kib_median"] / 1024.0),
+                            fmt_ratio(ratio(s["rss_kib_median"], b["rss_kib_median"]) if bok else None),
+                            "%.2f" % s["wall_s_median"]])
+    lines += bl.md_table(["workload", "allocator", "median", "min – max", "spread", "vs %s" % base,
+                          "peak RSS MiB", "RSS vs %s" % base, "wall s"], details, "llrrrrrrr")
     # program-reported extra figures (fragment's rss_over_live, ...)
     extras = []
     for w, *_ in wl_meta:
@@ -226,15 +224,35 @@ def make_tables(results, allocs, base, wl_meta):
                 v = results[w][a]["fields"].get(k)
                 vals.append(bl.fmt_num(v) if v is not None and not results[w][a]["failed"]
                             else "-")
-            extras.append("| %s | %s | %s |" % (w, k, " | ".join(vals)))
+            extras.append([w, k] + vals)
     if extras:
         lines.append("")
         lines.append("### Figures the programs report themselves (medians)")
         lines.append("")
-        lines.append("| workload | field | " + " | ".join(names) + " |")
-        lines.append("|---|---|" + "---:|" * len(names))
-        lines.extend(extras)
+        lines += bl.md_table(["workload", "field"] + names, extras, "ll" + "r" * len(names))
     return lines
+
+
+def relative(results, base, key):
+    """{workload: {allocator: its median of key relative to base's, or
+    "FAIL"}}: one panel of the chart (none where base failed)."""
+    panel = {}
+    for w, cells in results.items():
+        b = cells.get(base)
+        bok = b is not None and not b["failed"] and b[key]
+        panel[w] = {a: "FAIL" if s["failed"] else float(s[key] / b[key])
+                    for a, s in cells.items() if s["failed"] or bok}
+    return panel
+
+
+def chart(path, results, names, base, info_lines):
+    """The chart (latest.svg): throughput and peak RSS relative to base, a
+    bar per allocator and workload."""
+    plot.ratio_bars(path, "hakmem benchmarks", info_lines,
+                    [("Throughput relative to %s" % base, "higher is better", relative(results, base, "median")),
+                     ("Peak RSS relative to %s" % base, "lower is better",
+                      relative(results, base, "rss_kib_median"))],
+                    list(results), names, base)
 
 
 def main():
@@ -327,10 +345,11 @@ def main():
              "better), median of the rounds; *spread* is half the min–max range relative "
              "to the median. Peak RSS is the benchmark process's `ru_maxrss` from `wait4` "
              "(median). A run that exits non-zero, crashes or times out makes the cell "
-             "**FAIL**. Chart: `latest.svg`; raw numbers: `latest.json`.", ""]
-    wl_lines = ["", "### Workloads", "", "| workload | command | measures |", "|---|---|---|"]
-    for w, prog, args, what in wl:
-        wl_lines.append("| %s | `%s %s` | %s |" % (w, prog, " ".join(args), what))
+             "**FAIL**. " + ("Raw numbers: `latest.json`." if plot.MISSING else
+                             "Chart: `latest.svg`; raw numbers: `latest.json`."), ""]
+    wl_lines = ["", "### Workloads", ""] + bl.md_table(
+        ["workload", "command", "measures"],
+        [[w, "`%s %s`" % (prog, " ".join(args)), what] for w, prog, args, what in wl])
     md = "\n".join(head + tables + wl_lines) + "\n"
 
     os.makedirs(bl.RESULTS, exist_ok=True)
@@ -347,17 +366,17 @@ def main():
     with open(os.path.join(bl.RESULTS, "latest.json"), "w") as f:
         json.dump(doc, f, indent=1, default=lambda x: None if isinstance(x, float)
                   and math.isnan(x) else x)
-    svg = svgchart.chart(results, [a for a, _ in allocs], base, [w[0] for w in wl],
-                         bl.machine_lines(info) + ["BENCH_SCALE=%g BENCH_RUNS=%d, %s" % (
-                             scale, runs, info["date"])])
-    with open(os.path.join(bl.RESULTS, "latest.svg"), "w") as f:
-        f.write(svg)
+    if not plot.MISSING:
+        chart(os.path.join(bl.RESULTS, "latest.svg"), results, [a for a, _ in allocs], base,
+              bl.machine_lines(info) + ["BENCH_SCALE=%g BENCH_RUNS=%d, %s" % (scale, runs, info["date"])])
 
     print()
     print("\n".join(tables))
     print()
-    print("wrote %s/latest.md, latest.json, latest.svg (%.0f s)" % (
-        os.path.relpath(bl.RESULTS), elapsed))
+    print("wrote %s/latest.md, latest.json%s (%.0f s)" % (
+        os.path.relpath(bl.RESULTS), "" if plot.MISSING else ", latest.svg", elapsed))
+    if plot.MISSING:
+        print(plot.MISSING)
     failed = sum(results[w][a]["failed"] > 0 for w in results for a in results[w])
     if failed:
         print("%d workload/allocator cells FAILED (see FAIL lines above)" % failed)

@@ -8,8 +8,8 @@ tcmalloc), with SOAK_THREADS workers (default 4), sampling every
 SOAK_SAMPLE_MS (default 1000). Prints a table of RSS drift, throughput CV,
 system calls per operation and latency percentiles against the targets,
 and writes soak.md, soak.json, soak.svg (RSS and throughput over time, a
-line per run) and the samples as soak-<run>.csv into SOAK_OUT (default
-bench/results).
+line per run, drawn by bench/plot.py: none without matplotlib) and the
+samples as soak-<run>.csv into SOAK_OUT (default bench/results).
 
 Exit status: 0 when every run finished and checked its data (the targets
 are reported, not enforced: timings on a shared machine are noisy), 1 if a
@@ -19,14 +19,13 @@ run failed.
 import json
 import os
 import sys
-from xml.sax.saxutils import escape
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as bl  # noqa: E402
+import plot  # noqa: E402
 
 RESULTS = os.environ.get("SOAK_OUT") or os.path.join(bl.ROOT, "bench", "results")
 TARGETS = {"rss_drift_pct": 1.0, "tput_cv_pct": 2.0, "syscalls_per_op": 1e-7}
-COLOURS = ["#d62728", "#9467bd", "#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e"]
 
 
 def preload_for(run):
@@ -52,47 +51,15 @@ def read_csv(path):
     return rows
 
 
-def polyline(points, x0, y0, w, h, xmax, ymax, colour):
-    pts = " ".join("%.1f,%.1f" % (x0 + x / xmax * w, y0 + h - y / ymax * h) for x, y in points)
-    return '<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>' % (colour, pts)
-
-
-def panel(out, x0, y0, w, h, title, series, unit):
-    xmax = max((p[0] for s in series for p in s[1]), default=1) or 1
-    ymax = max((p[1] for s in series for p in s[1]), default=1) * 1.1 or 1
-    out.append('<text x="%d" y="%d" font-size="13" font-weight="bold">%s</text>' % (x0, y0 - 8, escape(title)))
-    out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#999"/>' % (x0, y0, w, h))
-    for k in range(5):
-        y = y0 + h - k * h / 4
-        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>' % (x0, y, x0 + w, y))
-        out.append('<text x="%d" y="%.1f" font-size="10" text-anchor="end">%s</text>'
-                   % (x0 - 4, y + 3, bl.fmt_num(ymax * k / 4)))
-    out.append('<text x="%d" y="%d" font-size="10" text-anchor="end">%s</text>' % (x0 - 4, y0 - 8, unit))
-    for k in range(5):
-        x = x0 + k * w / 4
-        out.append('<text x="%.1f" y="%d" font-size="10" text-anchor="middle">%.0f s</text>'
-                   % (x, y0 + h + 14, xmax * k / 4))
-    for i, (name, pts) in enumerate(series):
-        out.append(polyline(pts, x0, y0, w, h, xmax, ymax, COLOURS[i % len(COLOURS)]))
-
-
 def chart(runs, path, info):
-    width, ph = 900, 240
-    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif">'
-           % (width, 2 * ph + 160), '<rect width="100%" height="100%" fill="white"/>',
-           '<text x="20" y="24" font-size="15" font-weight="bold">hakmem soak: %s</text>' % escape(info)]
-    rss = [(r["name"], [(t, kib / 1024.0) for t, _, kib, _ in r["samples"]]) for r in runs]
-    tput = [(r["name"], [(t, ops / 1e6) for t, ops, _, _ in r["samples"]]) for r in runs]
-    panel(out, 80, 60, width - 120, ph - 40, "resident set over time", rss, "MiB")
-    panel(out, 80, 60 + ph + 20, width - 120, ph - 40, "throughput over time", tput, "M ops/s")
-    y = 2 * ph + 110
-    for i, r in enumerate(runs):
-        x = 80 + i * 170
-        out.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (x, y, COLOURS[i % len(COLOURS)]))
-        out.append('<text x="%d" y="%d" font-size="12">%s</text>' % (x + 16, y + 11, escape(r["name"])))
-    out.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
+    """soak.svg: RSS and throughput over time, a line per run."""
+    def panel(title, unit, column, per_unit):
+        """A panel of column of the samples (read_csv's), in units of per_unit."""
+        return (title, unit, [(r["name"], plot.colour(r["name"], i),
+                               [(s[0], s[column] / per_unit) for s in r["samples"]], False)
+                              for i, r in enumerate(runs)])
+    plot.time_lines(path, [panel("resident set over time", "MiB", 2, 1024.0),
+                           panel("throughput over time", "M ops/s", 1, 1e6)], title="hakmem soak: " + info)
 
 
 def verdict(key, value):
@@ -133,15 +100,11 @@ def main():
             "malloc_p99_ns", "malloc_p999_ns", "free_p50_ns", "free_p99_ns", "free_p999_ns"]
     info = "%.0f s, %d threads, samples every %d ms" % (seconds, threads, sample_ms)
     lines = ["# soak (%s)" % info, "", "targets: RSS drift <= 1 %, throughput CV <= 2 %, <= 1e-7 system calls per "
-             "operation (the HAKMEM notes' bar: 0 %, 5 %, 1.25e-7)", "",
-             "| run | ops/s | " + " | ".join(cols) + " | drift | CV | syscalls |",
-             "|---|---:|" + "---:|" * len(cols) + "---|---|---|"]
-    for r in runs:
-        f = r["fields"]
-        lines.append("| %s | %s | %s | %s | %s | %s |" % (
-            r["name"], bl.fmt_num(r["ops_per_s"]), " | ".join("%g" % f.get(c, -1) for c in cols),
-            verdict("rss_drift_pct", f.get("rss_drift_pct")), verdict("tput_cv_pct", f.get("tput_cv_pct")),
-            verdict("syscalls_per_op", f.get("syscalls_per_op"))))
+             "operation (the HAKMEM notes' bar: 0 %, 5 %, 1.25e-7)", ""]
+    lines += bl.md_table(["run", "ops/s"] + cols + ["drift", "CV", "syscalls"],
+                         [[r["name"], bl.fmt_num(r["ops_per_s"])] + ["%g" % r["fields"].get(c, -1) for c in cols] +
+                          [verdict(k, r["fields"].get(k)) for k in ("rss_drift_pct", "tput_cv_pct", "syscalls_per_op")]
+                          for r in runs], "lr" + "r" * len(cols) + "lll")
     lines += [""] + bl.machine_lines(bl.machine_info())
     text = "\n".join(lines) + "\n"
     print(text)
@@ -149,9 +112,11 @@ def main():
         fh.write(text)
     with open(os.path.join(RESULTS, "soak.json"), "w") as fh:
         json.dump({"seconds": seconds, "threads": threads, "sample_ms": sample_ms, "runs": runs}, fh, indent=1)
-    if runs:
+    if runs and plot.MISSING:
+        print(plot.MISSING)
+    elif runs:
         chart(runs, os.path.join(RESULTS, "soak.svg"), info)
-        print("wrote %s/soak.md, soak.json, soak.svg" % RESULTS)
+    print("wrote %s/soak.md, soak.json%s" % (RESULTS, ", soak.svg" if runs and not plot.MISSING else ""))
     return 1 if failed else 0
 
 
