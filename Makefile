@@ -303,5 +303,11 @@ test: all $(TEST_BINS)
 fuzz: $(T)/fuzz
 	@tests/fuzz.sh $(or $(FUZZ_PROFILE),all) $(or $(FUZZ_ARENA),all)
 
+# The file -> file arrows of the library's objects, its call loops and the
+# arrows that run back up the layers (tools/structure.py).
+.PHONY: structure
+structure: $(B)/obj/hakmem.o
+	python3 tools/structure.py $(B)/obj
+
 clean:
 	rm -rf $(B)

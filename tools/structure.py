@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""The structure of the library as its build shows it: for each object file
+of build/obj (make), the object files that define the symbols it uses (nm),
+as file -> file arrows; the call loops (strongly connected components); and
+the arrows that run back up the layers listed in LAYERS below.
+
+  python3 tools/structure.py [OBJDIR]     (make structure)
+
+Prints the loops, the arrows back up, and a summary line of counts."""
+import os
+import subprocess
+import sys
+
+# The layers from the top down, each a list of object files (by their path
+# under the object directory, without .o). An arrow from a file to one in a
+# layer above it runs back up. The allocation path runs from the entry
+# points down to the OS layer; the services sit beside it, above the
+# tables and the OS layer they read, and the allocation path may call
+# into them only through hooks and counters (no arrows from the path up).
+LAYERS = [
+    ('entry', ['override', 'override_new', 'alloc', 'alloc_aligned', 'introspect']),
+    ('services', ['init', 'counted', 'banner', 'stats', 'prof', 'stack', 'purger', 'ace']),
+    ('slow paths', ['cache', 'free', 'drain']),
+    ('heaps', ['heap']),
+    ('slabs, large', ['superslab', 'shared_pool', 'release', 'large', 'bigcache']),
+    ('address space', ['arena', 'registry', 'size_class']),
+    ('base', ['options', 'format', 'track']),
+    ('os', ['os/linux']),
+]
+
+
+def nm(path, *flags):
+    out = subprocess.run(['nm', *flags, path], capture_output=True, text=True, check=True).stdout
+    return [line.split()[-1] for line in out.splitlines() if line.strip()]
+
+
+def graph(objdir):
+    objs = []
+    for root, _, files in os.walk(objdir):
+        for f in files:
+            if f.endswith('.o') and f != 'hakmem.o':
+                objs.append(os.path.relpath(os.path.join(root, f), objdir)[:-2])
+    objs.sort()
+    owner = {}
+    for o in objs:
+        for line in subprocess.run(['nm', '--defined-only', os.path.join(objdir, o + '.o')],
+                                   capture_output=True, text=True, check=True).stdout.splitlines():
+            kind, sym = line.split()[-2:]
+            if kind.isupper():   # global symbols only: a static one is its file's own
+                owner[sym] = o
+    arrows = {o: set() for o in objs}
+    for o in objs:
+        for sym in nm(os.path.join(objdir, o + '.o'), '-u'):
+            if sym in owner and owner[sym] != o:
+                arrows[o].add(owner[sym])
+    return objs, arrows
+
+
+def loops(objs, arrows):
+    """Tarjan's strongly connected components, those of more than one file."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(arrows[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in objs:
+        if v not in index:
+            visit(v)
+    return sorted(out, key=len, reverse=True)
+
+
+def main():
+    objdir = sys.argv[1] if len(sys.argv) > 1 else 'build/obj'
+    objs, arrows = graph(objdir)
+    rank = {f: i for i, (_, files) in enumerate(LAYERS) for f in files}
+    unplaced = [o for o in objs if o not in rank]
+    if unplaced:
+        sys.exit('structure.py: not in LAYERS: ' + ' '.join(unplaced))
+    comps = loops(objs, arrows)
+    up = sorted((a, b) for a in objs for b in arrows[a] if rank[b] < rank[a])
+    print('layers, top down:')
+    for name, files in LAYERS:
+        print(f'  {name}: {" ".join(f for f in files if f in arrows)}')
+    print('call loops (files that reach each other):')
+    for c in comps:
+        print(f'  {len(c)}: {" ".join(c)}')
+    print('arrows back up the layers:')
+    for a, b in up:
+        print(f'  {a} -> {b}')
+    srcs = [os.path.join(d, f) for d, _, fs in os.walk('src') for f in fs if f.endswith(('.c', '.h'))]
+    largest = max(srcs, key=lambda p: sum(1 for _ in open(p)))
+    n = sum(len(v) for v in arrows.values())
+    print(f'arrows {n}, back up {len(up)}, largest loop {len(comps[0]) if comps else 1} files, '
+          f'objects {len(objs)}, src files {len(srcs)}, largest {largest} {sum(1 for _ in open(largest))} lines')
+
+
+if __name__ == '__main__':
+    main()
