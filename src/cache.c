@@ -1,6 +1,6 @@
 /* The unified cache slow paths: batch refill from the warm pool (or a fresh
  * slab) when a class's cache is empty, batch flush back to the slabs when it
- * is full. The fast paths themselves are inline in internal.h. */
+ * is full. The fast paths themselves are inline in fast_path.h. */
 #include <errno.h>
 
 #include "internal.h"

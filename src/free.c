@@ -1,6 +1,6 @@
 /* free's slow paths: large blocks, frees from other threads, and the
  * reporting of bad pointers. */
-#include "internal.h"
+#include "fast_path.h"
 
 /* "hakmem: <fn>(): <what> 0x<p>" on one line, then abort. No allocation. */
 _Noreturn HAK_COLD void hak_fatal_pointer(const char *fn, const char *what, const void *p) {

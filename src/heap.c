@@ -10,7 +10,7 @@
 #include "internal.h"
 
 /* Every cache empty with capacity 0: all paths go slow. malloc's fast path
- * lowers the top of its cache 0 before it finds it empty (internal.h), so
+ * lowers the top of its cache 0 before it finds it empty (fast_path.h), so
  * that cache's items point past a slot of their own. */
 static void *empty_slot[2];
 hak_heap_t hak_heap_empty = {.cache = {[0] = {&empty_slot[1], &empty_slot[1], &empty_slot[1]}},
