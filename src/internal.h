@@ -105,7 +105,7 @@ HAK_INLINE bool hak_in_arena(uintptr_t a) { return a - hak_arena_base < hak_aren
 extern _Atomic uint8_t hak_registry_map[HAK_REG_CHUNKS];
 void hak_registry_set(uintptr_t chunk_addr, uint8_t kind);
 
-/* ---- heap.c: thread heaps, their lifecycle and their warm pools */
+/* ---- heap.c: thread heaps, their lifecycle and the slow paths' token */
 extern hak_heap_t hak_heap_empty;
 hak_heap_t *hak_heap_new(bool few_cached);
 hak_heap_t *hak_heap_thread_init(void);
@@ -119,12 +119,18 @@ void hak_heap_give_back(hak_heap_t *h);
 int  hak_heap_trim_abandoned(bool now);
 hak_superslab_t *hak_heap_reclaim_superslab(void);
 void hak_heap_reclaim_hint(void);   /* an abandoned heap may have an empty SuperSlab to reclaim */
+bool hak_heap_enter(hak_heap_t *h);   /* the slow paths' token */
+void hak_heap_leave(hak_heap_t *h, bool entered);
+
+/* ---- slab_list.c: a heap's warm pool and full lists, owner only */
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
+
+/* ---- inbox.c: the remote frees other threads send a heap */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room);
 void hak_heap_collect_all(hak_heap_t *h);
-bool hak_heap_enter(hak_heap_t *h);   /* the slow paths' token (heap.c) */
-void hak_heap_leave(hak_heap_t *h, bool entered);
+
+/* ---- idle.c: the inboxes and caches of idle heaps and classes back to their slabs */
 uint64_t hak_heap_reclaim_others(bool all);   /* other threads' inboxes and caches: of sleeping threads, or all */
 void hak_heap_fork_prepare(void);
 void hak_heap_fork_done(void);
