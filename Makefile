@@ -19,13 +19,13 @@ OPT     := -O2 -g
 STAT    ?= 1     # statistics level: 0 none, 1 counters, 2 also bytes requested
 LIBFLAGS := -fPIC -fvisibility=hidden -fno-plt -ftls-model=initial-exec -fexceptions
 
-SRCS := $(wildcard src/*.c) src/os/linux.c
+SRCS := $(wildcard src/*.c src/os/*.c)
 
 # The version, from include/hakmem.h; the shared library's soname carries the major.
 VERSION := $(shell sed -n 's/^\#define HAKMEM_VERSION_[A-Z]* *//p' include/hakmem.h | paste -sd.)
 MAJOR   := $(firstword $(subst ., ,$(VERSION)))
 SONAME  := libhakmem.so.$(MAJOR)
-HDRS := $(wildcard include/*.h src/*.h)
+HDRS := $(wildcard include/*.h src/*.h src/os/*.h)
 
 B := build
 

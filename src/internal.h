@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "hakmem.h"
-#include "os.h"
+#include "os/os.h"
 #include "track.h"
 #include "types.h"
 

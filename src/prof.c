@@ -24,7 +24,6 @@
  * this costs one test of hak_prof_on on malloc's slow path and the large
  * paths. */
 #include <errno.h>
-#include <signal.h>
 
 #include "internal.h"
 
@@ -440,13 +439,7 @@ void hak_prof_init(void) {
     hak_prof_on = false;
   }
   int sig = (int)hak_opt(hak_option_prof_signal);
-  if (hak_prof_on && sig) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigaction(sig, &sa, NULL);
-  }
+  if (hak_prof_on && sig) hak_os_on_signal(sig, on_signal);
 }
 
 /* From the constructor: loading the unwinder and its first call allocate;

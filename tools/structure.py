@@ -21,11 +21,11 @@ LAYERS = [
     ('entry', ['override', 'override_new', 'alloc', 'alloc_aligned', 'introspect']),
     ('services', ['init', 'counted', 'banner', 'stats', 'prof', 'stack', 'purger', 'ace']),
     ('slow paths', ['cache', 'free', 'drain']),
-    ('heaps', ['heap']),
+    ('heaps', ['heap', 'idle', 'inbox', 'slab_list']),
     ('slabs, large', ['superslab', 'shared_pool', 'release', 'large', 'bigcache']),
     ('address space', ['arena', 'registry', 'size_class']),
     ('base', ['options', 'format', 'track']),
-    ('os', ['os/linux']),
+    ('os', ['os/linux', 'os/linux_thread', 'os/linux_process']),
 ]
 
 
@@ -35,12 +35,10 @@ def nm(path, *flags):
 
 
 def graph(objdir):
-    objs = []
-    for root, _, files in os.walk(objdir):
-        for f in files:
-            if f.endswith('.o') and f != 'hakmem.o':
-                objs.append(os.path.relpath(os.path.join(root, f), objdir)[:-2])
-    objs.sort()
+    # the objects of the sources the Makefile compiles (SRCS), not whatever
+    # an earlier tree left in objdir
+    objs = sorted(os.path.relpath(os.path.join(d, f), 'src')[:-2]
+                  for d, _, fs in os.walk('src') for f in fs if f.endswith('.c'))
     owner = {}
     for o in objs:
         for line in subprocess.run(['nm', '--defined-only', os.path.join(objdir, o + '.o')],
