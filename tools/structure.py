@@ -18,11 +18,11 @@ import sys
 # tables and the OS layer they read, and the allocation path may call
 # into them only through hooks and counters (no arrows from the path up).
 LAYERS = [
-    ('entry', ['override', 'override_new', 'alloc', 'alloc_aligned', 'introspect']),
-    ('services', ['init', 'counted', 'banner', 'stats', 'prof', 'stack', 'purger', 'ace']),
+    ('entry', ['override', 'override_new', 'alloc', 'alloc_aligned', 'introspect', 'options_api']),
+    ('services', ['init', 'counted', 'banner', 'stats', 'stats_report', 'prof', 'prof_table', 'stack', 'purger', 'ace']),
     ('slow paths', ['cache', 'free', 'drain']),
-    ('heaps', ['heap', 'idle', 'inbox', 'slab_list']),
-    ('slabs, large', ['superslab', 'shared_pool', 'release', 'large', 'bigcache']),
+    ('heaps', ['heap', 'idle', 'inbox']),
+    ('slabs, large', ['slab_list', 'superslab', 'shared_pool', 'release', 'large', 'bigcache']),
     ('address space', ['arena', 'registry', 'size_class']),
     ('base', ['options', 'format', 'track']),
     ('os', ['os/linux', 'os/linux_thread', 'os/linux_process']),
