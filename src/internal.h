@@ -19,9 +19,7 @@
 /* ---- init.c */
 extern uint64_t hak_secret;             /* odd, per process */
 extern uint64_t hak_keys[3];            /* secure build: free-list keys (hak_link_encode) */
-extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec")));
 void hak_init(void);
-void hak_thread_register(hak_heap_t *h);
 
 /* ---- format.c: text output without stdio or allocation */
 typedef struct hak_out_s {
@@ -44,6 +42,7 @@ void hak_write_fd(const char *text, void *arg);   /* a hak_write_fn: to the int 
 /* pattern into buf with %p replaced by the process id, %n by seq; false if
  * it does not fit in n bytes. */
 bool hak_path_expand(const char *pattern, uint64_t seq, char *buf, size_t n);
+_Noreturn void hak_fatal_pointer(const char *fn, const char *what, const void *p);   /* "hakmem: fn(): what p", abort */
 
 /* ---- options.c: the options table, read once at init */
 #define HAK_PROFILES 4
@@ -61,7 +60,7 @@ extern long hak_option_values[hak_option_count];
 const hak_option_desc_t *hak_option_desc(hak_option_t option);
 bool hak_option_is_default(hak_option_t option);
 void hak_option_format(hak_out_t *o, hak_option_t option, long value);
-void hak_options_init(void);
+void hak_options_init(void);   /* its callers then start ACE's knobs from the options (hak_ace_restart) */
 void hak_option_env_spent(hak_option_t option);   /* its entry reads 0 for the programs this one starts */
 /* For the hak_option_* API (options_api.c) and the options read after init:
  * an option set, its string, a text parsed as its value (false: invalid). */
@@ -74,10 +73,13 @@ HAK_INLINE long hak_opt(hak_option_t option) { return hak_option_values[option];
 /* ---- banner.c */
 void hak_banner_print(void);
 
-/* ---- stats.c: the counters the slow paths keep */
+/* ---- counters.c: the global counters the slow paths keep */
 void hak_stats_large(int blocks, size_t requested, int64_t mapped);
 void hak_stats_bigcache(bool hit);
 void hak_stats_slab_bytes(unsigned cls, int64_t bytes);
+void hak_stats_counters(struct hak_stats *st);   /* into the statistics' merge */
+extern _Atomic size_t hak_bigcache_cached_bytes;   /* what the BigCache holds, which it counts */
+size_t hak_bigcache_bytes(void);                   /* read by ACE and the statistics */
 
 /* ---- stats_report.c */
 void hak_stats_init(void);      /* at start-up: the working directory a relative HAKMEM_STATS_FILE is taken in */
@@ -92,6 +94,7 @@ extern uint32_t hak_class_size[HAK_CLASSES];
 extern uint8_t  hak_class_units[HAK_CLASSES];
 uint32_t hak_class_cache_cap(unsigned cls);
 uint32_t hak_class_cache_room(unsigned cls);
+uint32_t hak_refill_first(unsigned cls);   /* blocks of a class's first refill (slow start) */
 void     hak_size_class_init(void);
 uint64_t hak_odd_inverse(uint32_t divisor);
 int      hak_class_for_aligned(size_t size, size_t align);   /* -1: not a slab size */
@@ -115,6 +118,7 @@ void hak_registry_set(uintptr_t chunk_addr, uint8_t kind);
 
 /* ---- heap.c: thread heaps, their lifecycle and the slow paths' token */
 extern hak_heap_t hak_heap_empty;
+extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec")));   /* the thread's, or &hak_heap_empty */
 hak_heap_t *hak_heap_new(bool few_cached);
 hak_heap_t *hak_heap_thread_init(void);
 hak_heap_t *hak_heap_list(void);
@@ -130,9 +134,10 @@ void hak_heap_reclaim_hint(void);   /* an abandoned heap may have an empty Super
 bool hak_heap_enter(hak_heap_t *h);   /* the slow paths' token */
 void hak_heap_leave(hak_heap_t *h, bool entered);
 
-/* ---- slab_list.c: a heap's warm pool and full lists, owner only */
+/* ---- slab_list.c: a heap's warm pool and full lists, and a slab's free list; owner only */
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
+void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n);   /* free blocks of h's slabs */
 
 /* ---- inbox.c: the remote frees other threads send a heap */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room);
@@ -156,8 +161,6 @@ void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size);   /* the same, fro
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
-void  hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n);   /* free blocks of h's slabs */
-uint32_t hak_refill_first(unsigned cls);   /* blocks of a class's first refill (slow start) */
 void  hak_cache_restart(hak_heap_t *h, unsigned cls, void **from, uint32_t n);   /* to first items, holding n blocks at from */
 void  hak_cache_return(hak_heap_t *h, unsigned cls);   /* all its blocks (counted ones too) to the slabs, first items */
 /* Where a heap keeps a class's cache items (heap.c): its first room, or
@@ -260,14 +263,13 @@ uint64_t hak_bigcache_tick(void);
 int    hak_bigcache_drain(void);
 hak_large_t *hak_bigcache_take_grace(size_t min_size);   /* the grace entry if it has min_size bytes */
 bool   hak_bigcache_grace_drop(void);   /* before memory is mapped anew: the grace entry to the OS (true if one was) */
-size_t hak_bigcache_bytes(void);
 
 /* ---- free.c */
 /* Whether a remote-free container of class cls has room for its count
  * (types.h, hak_remote_batch_t). */
 HAK_INLINE bool hak_batch_counted(unsigned cls) { return hak_class_size[cls] >= HAK_BATCH_COUNTED; }
 /* Addresses a free block of class cls holds as a container (of a slab's
- * free list, cache.c, or of a remote-free batch, up to the batch's limit):
+ * free list, slab_list.c, or of a remote-free batch, up to the batch's limit):
  * 0 when it has no count. */
 HAK_INLINE uint32_t hak_container_room(unsigned cls) {
   return hak_batch_counted(cls) ? hak_class_size[cls] / sizeof(void *) - 3 : 0;
@@ -277,7 +279,6 @@ void hak_free_other(const void *p);
 void hak_free_remote(void *p, hak_slab_t *s);
 void hak_remote_flush_all(hak_heap_t *h);
 bool hak_remote_batch_drain(hak_heap_t *h, unsigned cls, hak_ucache_t *owner);   /* drain.c */
-_Noreturn void hak_fatal_pointer(const char *fn, const char *what, const void *p);
 _Noreturn void hak_fatal_block(const char *fn, const char *freed, const void *p);
 /* The same for free's fast path; declared returning so that the calls are
  * tail jumps and free needs no stack frame. */

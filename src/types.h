@@ -163,7 +163,7 @@ typedef struct hak_slab_s {
   uint8_t  shift;          /* trailing zero bits of the block size */
   uint16_t capacity;       /* blocks the slab holds, head only */
   uint16_t carved;         /* blocks taken from the never-used tail so far */
-  void    *free;           /* first container of the free list (cache.c), owner only */
+  void    *free;           /* first container of the free list (slab_list.c, cache.c), owner only */
   uint16_t used;           /* blocks handed out (to the unified cache or the program) */
   uint8_t  in_full;        /* 1: on the heap's full list, 0: on the warm list */
   uint8_t  zero;           /* 1: its units were untouched when taken (head only): a span

@@ -11,21 +11,20 @@ import os
 import subprocess
 import sys
 
-# The layers from the top down, each a list of object files (by their path
-# under the object directory, without .o). An arrow from a file to one in a
-# layer above it runs back up. The allocation path runs from the entry
-# points down to the OS layer; the services sit beside it, above the
-# tables and the OS layer they read, and the allocation path may call
-# into them only through hooks and counters (no arrows from the path up).
+# The layers from the top down, each a list of the folders of src/ that
+# hold it. An arrow from a file to one in a layer above it runs back up.
+# The allocation path runs from the entry points (api) down to the OS
+# layer; the services sit beside it, above the tiers they drive and read
+# (the tiers reach them only through hooks and counters), and the base
+# (options, text output, memory checkers) below every tier that reads it.
 LAYERS = [
-    ('entry', ['override', 'override_new', 'alloc', 'alloc_aligned', 'introspect', 'options_api']),
-    ('services', ['init', 'counted', 'banner', 'stats', 'stats_report', 'prof', 'prof_table', 'stack', 'purger', 'ace']),
-    ('slow paths', ['cache', 'free', 'drain']),
-    ('heaps', ['heap', 'idle', 'inbox']),
-    ('slabs, large', ['slab_list', 'superslab', 'shared_pool', 'release', 'large', 'bigcache']),
-    ('address space', ['arena', 'registry', 'size_class']),
-    ('base', ['options', 'format', 'track']),
-    ('os', ['os/linux', 'os/linux_thread', 'os/linux_process']),
+    ('entry points', ['api']),
+    ('services', ['services']),
+    ('thread heaps and caches', ['heap']),
+    ('slabs and large blocks', ['slab', 'large']),
+    ('address space', ['arena']),
+    ('base', ['base']),
+    ('os', ['os']),
 ]
 
 
@@ -89,15 +88,16 @@ def loops(objs, arrows):
 def main():
     objdir = sys.argv[1] if len(sys.argv) > 1 else 'build/obj'
     objs, arrows = graph(objdir)
-    rank = {f: i for i, (_, files) in enumerate(LAYERS) for f in files}
+    folder_rank = {d: i for i, (_, folders) in enumerate(LAYERS) for d in folders}
+    rank = {o: folder_rank[os.path.dirname(o)] for o in objs if os.path.dirname(o) in folder_rank}
     unplaced = [o for o in objs if o not in rank]
     if unplaced:
         sys.exit('structure.py: not in LAYERS: ' + ' '.join(unplaced))
     comps = loops(objs, arrows)
     up = sorted((a, b) for a in objs for b in arrows[a] if rank[b] < rank[a])
     print('layers, top down:')
-    for name, files in LAYERS:
-        print(f'  {name}: {" ".join(f for f in files if f in arrows)}')
+    for i, (name, folders) in enumerate(LAYERS):
+        print(f'  {name}: {" ".join(o for o in objs if rank[o] == i)}')
     print('call loops (files that reach each other):')
     for c in comps:
         print(f'  {len(c)}: {" ".join(c)}')

@@ -1,41 +1,13 @@
 /* Statistics: per-thread counters (in each heap, plain, written by the owner
- * only) merged on demand, and a few global atomics for the slow large path
- * and the OS layer (stats_report.c prints them). The merge reads other
+ * only) merged on demand with the slow paths' global ones (counters.c) and
+ * the OS layer's; stats_report.c prints them. The merge reads other
  * threads' counters while they run: the figures are a snapshot, exact once
  * the threads are quiet. */
 #include "internal.h"
 
 _Static_assert(HAK_STATS_CLASSES == HAK_CLASSES, "hakmem.h's statistics have a row per size class");
 
-static _Atomic int64_t tier_committed[2], tier_committed_peak[2];   /* tiny, mid slab bytes */
-static _Atomic uint64_t large_allocs, large_frees, large_requested;
-static _Atomic int64_t large_committed, large_committed_peak;
-static _Atomic uint64_t bigcache_hits, bigcache_misses;
 static struct hak_stats baseline;   /* event counts at the last reset */
-
-static void raise_peak(_Atomic int64_t *peak, int64_t now) {
-  int64_t p = atomic_load_explicit(peak, memory_order_relaxed);
-  while (now > p && !atomic_compare_exchange_weak(peak, &p, now)) {
-  }
-}
-
-void hak_stats_slab_bytes(unsigned cls, int64_t bytes) {
-  unsigned tier = cls >= HAK_TINY_CLASSES;
-  int64_t now = atomic_fetch_add_explicit(&tier_committed[tier], bytes, memory_order_relaxed) + bytes;
-  raise_peak(&tier_committed_peak[tier], now);
-}
-
-void hak_stats_large(int blocks, size_t requested, int64_t mapped) {
-  if (blocks > 0) atomic_fetch_add_explicit(&large_allocs, 1, memory_order_relaxed);
-  if (blocks < 0) atomic_fetch_add_explicit(&large_frees, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&large_requested, requested, memory_order_relaxed);
-  int64_t now = atomic_fetch_add_explicit(&large_committed, mapped, memory_order_relaxed) + mapped;
-  raise_peak(&large_committed_peak, now);
-}
-
-void hak_stats_bigcache(bool hit) {
-  atomic_fetch_add_explicit(hit ? &bigcache_hits : &bigcache_misses, 1, memory_order_relaxed);
-}
 
 /* ---- merge */
 
@@ -82,18 +54,8 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
     t->frees += cs->frees;
     t->reserved += cs->bytes_live;
   }
-  st->tiny.committed = (uint64_t)atomic_load(&tier_committed[0]);
-  st->tiny.committed_peak = (uint64_t)atomic_load(&tier_committed_peak[0]);
-  st->mid.committed = (uint64_t)atomic_load(&tier_committed[1]);
-  st->mid.committed_peak = (uint64_t)atomic_load(&tier_committed_peak[1]);
-  st->large.allocs = atomic_load(&large_allocs);
-  st->large.frees = atomic_load(&large_frees);
-  st->large.requested = atomic_load(&large_requested);
-  st->large.committed = (uint64_t)atomic_load(&large_committed);
+  hak_stats_counters(st);
   st->large.reserved = st->large.committed;   /* a live large block's bytes are its mapping's */
-  st->large.committed_peak = (uint64_t)atomic_load(&large_committed_peak);
-  st->bigcache_hits = atomic_load(&bigcache_hits);
-  st->bigcache_misses = atomic_load(&bigcache_misses);
   st->bigcache_bytes = hak_bigcache_bytes();
   st->dirty_bytes = hak_release_dirty_bytes();
   st->purge_delay_ms = hak_release_delay();

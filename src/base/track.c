@@ -57,6 +57,7 @@ extern void __interceptor_free(void *p);
 static bool ready;
 __attribute__((constructor)) static void sanitizer_ready(void) {
   hak_options_init();
+  hak_ace_restart();
   if (hak_opt(hak_option_route_banner)) hak_banner_print();
   ready = true;
 }

@@ -309,7 +309,6 @@ void hak_options_init(void) {
   set_all(true);   /* the profile first: it sets the defaults */
   apply_profile();
   set_all(false);
-  hak_ace_restart();
 }
 
 /* An option read from the environment stops there for the programs this

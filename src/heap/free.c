@@ -2,20 +2,6 @@
  * reporting of bad pointers. */
 #include "fast_path.h"
 
-/* "hakmem: <fn>(): <what> 0x<p>" on one line, then abort. No allocation. */
-_Noreturn HAK_COLD void hak_fatal_pointer(const char *fn, const char *what, const void *p) {
-  hak_out_t o;
-  hak_out_init(&o, NULL, NULL);
-  hak_out_str(&o, "hakmem: ");
-  hak_out_str(&o, fn);
-  hak_out_str(&o, "(): ");
-  hak_out_str(&o, what);
-  hak_out_str(&o, " ");
-  hak_out_hex(&o, (uintptr_t)p);
-  hak_out_str(&o, "\n");
-  hak_os_abort();
-}
-
 /* True when a, a SuperSlab address the block check refused, is a block of
  * a slab that has emptied since it handed the block out (types.h): the unit
  * still holds that slab's geometry, its head agrees, and a is a block start

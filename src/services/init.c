@@ -7,7 +7,6 @@
 
 uint64_t hak_secret;
 uint64_t hak_keys[3];
-__thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
 
 static _Atomic int init_state;   /* 0: not started, 1: running, 2: done */
 
@@ -15,6 +14,7 @@ static HAK_COLD void init_once(void) {
   HAK_TRACK_ENTER();
   hak_os_init();
   hak_options_init();
+  hak_ace_restart();
   hak_prof_init();
   hak_secret = hak_os_random() | 1u;
   if (HAK_SECURE) {
@@ -47,9 +47,6 @@ void hak_init(void) {
   while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) {
   }
 }
-
-/* Register the heap so that hak_thread_done runs when the thread exits. */
-void hak_thread_register(hak_heap_t *h) { hak_os_thread_exit_arg(h); }
 
 __attribute__((constructor)) static void hak_init_constructor(void) {
   hak_init();

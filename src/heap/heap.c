@@ -17,6 +17,7 @@
 static void *empty_slot[2];
 hak_heap_t hak_heap_empty = {.cache = {[0] = {&empty_slot[1], &empty_slot[1], &empty_slot[1]}},
                              .cache_small = {[0 ... HAK_TINY_MAX / 16] = &hak_heap_empty.cache[0]}};
+__thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
 static _Atomic(hak_heap_t *) heaps;
 
 hak_heap_t *hak_heap_list(void) { return atomic_load(&heaps); }
@@ -153,7 +154,7 @@ HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {
   bool entered = hak_heap_enter(h);
   heap_set_thread(h, hak_thread_id());
   hak_tls_heap = h;
-  hak_thread_register(h);
+  hak_os_thread_exit_arg(h);   /* hak_thread_done(h) when the thread exits (init.c set the hook) */
   hak_purger_install();
   hak_purger_thread_started();
   hak_heap_collect_all(h);
