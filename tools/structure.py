@@ -4,9 +4,10 @@ of build/obj (make), the object files that define the symbols it uses (nm),
 as file -> file arrows; the call loops (strongly connected components); and
 the arrows that run back up the layers listed in LAYERS below.
 
-  python3 tools/structure.py [OBJDIR]     (make structure)
+  python3 tools/structure.py [-v] [OBJDIR]     (make structure)
 
-Prints the loops, the arrows back up, and a summary line of counts."""
+Prints the loops, the arrows back up (with -v, the symbols each one
+uses), and a summary line of counts."""
 import os
 import subprocess
 import sys
@@ -45,11 +46,11 @@ def graph(objdir):
             kind, sym = line.split()[-2:]
             if kind.isupper():   # global symbols only: a static one is its file's own
                 owner[sym] = o
-    arrows = {o: set() for o in objs}
+    arrows = {o: {} for o in objs}   # file -> {file it uses: the symbols}
     for o in objs:
         for sym in nm(os.path.join(objdir, o + '.o'), '-u'):
             if sym in owner and owner[sym] != o:
-                arrows[o].add(owner[sym])
+                arrows[o].setdefault(owner[sym], []).append(sym)
     return objs, arrows
 
 
@@ -86,7 +87,10 @@ def loops(objs, arrows):
 
 
 def main():
-    objdir = sys.argv[1] if len(sys.argv) > 1 else 'build/obj'
+    args = sys.argv[1:]
+    verbose = '-v' in args
+    args = [a for a in args if a != '-v']
+    objdir = args[0] if args else 'build/obj'
     objs, arrows = graph(objdir)
     folder_rank = {d: i for i, (_, folders) in enumerate(LAYERS) for d in folders}
     rank = {o: folder_rank[os.path.dirname(o)] for o in objs if os.path.dirname(o) in folder_rank}
@@ -103,7 +107,7 @@ def main():
         print(f'  {len(c)}: {" ".join(c)}')
     print('arrows back up the layers:')
     for a, b in up:
-        print(f'  {a} -> {b}')
+        print(f'  {a} -> {b}' + (f': {" ".join(sorted(arrows[a][b]))}' if verbose else ''))
     srcs = [os.path.join(d, f) for d, _, fs in os.walk('src') for f in fs if f.endswith(('.c', '.h'))]
     largest = max(srcs, key=lambda p: sum(1 for _ in open(p)))
     n = sum(len(v) for v in arrows.values())
