@@ -85,19 +85,33 @@ void hak_os_thread_join(uintptr_t id) {
 
 static pthread_key_t thread_key;
 
-bool hak_os_thread_exit_init(void (*fn)(void *)) { return pthread_key_create(&thread_key, fn) == 0; }
-
-void hak_os_thread_exit_arg(void *arg) { pthread_setspecific(thread_key, arg); }
-
-void hak_os_at_fork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
-  pthread_atfork(prepare, parent, child);
+bool hak_os_thread_exit_init(void (*fn)(void *)) {
+  int e = errno;
+  bool ok = pthread_key_create(&thread_key, fn) == 0;
+  errno = e;
+  return ok;
 }
 
+void hak_os_thread_exit_arg(void *arg) {
+  int e = errno;
+  pthread_setspecific(thread_key, arg);
+  errno = e;
+}
+
+void hak_os_at_fork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+  int e = errno;
+  pthread_atfork(prepare, parent, child);
+  errno = e;
+}
+
+/* The main thread's bounds come from /proc/self/maps, which glibc reads
+ * with stdio: errno may change on the way. */
 bool hak_os_thread_stack(uintptr_t *lo, uintptr_t *hi) {
   pthread_attr_t attr;
   void *low;
   size_t size;
   bool ok = false;
+  int e = errno;
   if (pthread_getattr_np(pthread_self(), &attr) == 0) {
     if (pthread_attr_getstack(&attr, &low, &size) == 0) {
       *lo = (uintptr_t)low;
@@ -106,5 +120,6 @@ bool hak_os_thread_stack(uintptr_t *lo, uintptr_t *hi) {
     }
     pthread_attr_destroy(&attr);
   }
+  errno = e;
   return ok;
 }
