@@ -19,13 +19,15 @@ OPT     := -O2 -g
 STAT    ?= 1     # statistics level: 0 none, 1 counters, 2 also bytes requested
 LIBFLAGS := -fPIC -fvisibility=hidden -fno-plt -ftls-model=initial-exec -fexceptions
 
-SRCS := $(wildcard src/*.c) src/os/linux.c
+# src/ holds the shared headers and a folder per layer (README.md, "How it
+# works"): api, services, heap, slab and large, arena, base, os.
+SRCS := $(wildcard src/*/*.c)
 
 # The version, from include/hakmem.h; the shared library's soname carries the major.
 VERSION := $(shell sed -n 's/^\#define HAKMEM_VERSION_[A-Z]* *//p' include/hakmem.h | paste -sd.)
 MAJOR   := $(firstword $(subst ., ,$(VERSION)))
 SONAME  := libhakmem.so.$(MAJOR)
-HDRS := $(wildcard include/*.h src/*.h)
+HDRS := $(wildcard include/*.h src/*.h src/*/*.h)
 
 B := build
 
@@ -41,12 +43,12 @@ all: $(B)/libhakmem.so $(B)/libhakmem.a $(B)/hakmem bench-programs $(if $(filter
 # `make STAT=2` after `make` (or CC=clang, OPT=...) rebuilds them.
 define LIBVARIANT
 $(1)/compile = $$(CC) $$(CSTD) $$(WARN) $$(OPT) $$(LIBFLAGS) $(2) -DHAK_OVERRIDE=$(3) -DHAK_STAT=$(strip $(or $(4),$(STAT))) -Iinclude -Isrc
-$(1)/obj/%.o: src/%.c $(HDRS) $(1)/obj/flags | $(1)/obj/os
+$(1)/obj/%.o: src/%.c $(HDRS) $(1)/obj/flags
+	@mkdir -p $$(@D)
 	$$($(1)/compile) -c $$< -o $$@
-$(1)/obj/flags: FORCE | $(1)/obj/os
+$(1)/obj/flags: FORCE
+	@mkdir -p $$(@D)
 	@echo '$$($(1)/compile)' | cmp -s - $$@ || echo '$$($(1)/compile)' > $$@
-$(1)/obj/os:
-	mkdir -p $$@
 $(1)/obj/hakmem.o: $(patsubst src/%.c,$(1)/obj/%.o,$(SRCS)) src/text.ld
 	$$(CC) -r -nostdlib -Wl,-T,src/text.ld -o $$@ $$(filter %.o,$$^)
 $(1)/$(or $(5),libhakmem).a: $(1)/obj/hakmem.o
@@ -302,6 +304,12 @@ test: all $(TEST_BINS)
 .PHONY: fuzz
 fuzz: $(T)/fuzz
 	@tests/fuzz.sh $(or $(FUZZ_PROFILE),all) $(or $(FUZZ_ARENA),all)
+
+# The file -> file arrows of the library's objects, its call loops and the
+# arrows that run back up the layers (tools/structure.py).
+.PHONY: structure
+structure: $(B)/obj/hakmem.o
+	python3 tools/structure.py $(B)/obj
 
 clean:
 	rm -rf $(B)

@@ -1,5 +1,6 @@
 /* hakmem internals: cross-file prototypes, grouped by the file that defines
- * them, and the inline fast paths of malloc and free. */
+ * them, and small inline helpers. The fast paths of malloc and free are in
+ * fast_path.h. */
 #ifndef HAK_INTERNAL_H
 #define HAK_INTERNAL_H
 
@@ -7,7 +8,7 @@
 #include <string.h>
 
 #include "hakmem.h"
-#include "os.h"
+#include "os/os.h"
 #include "track.h"
 #include "types.h"
 
@@ -18,9 +19,7 @@
 /* ---- init.c */
 extern uint64_t hak_secret;             /* odd, per process */
 extern uint64_t hak_keys[3];            /* secure build: free-list keys (hak_link_encode) */
-extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec")));
 void hak_init(void);
-void hak_thread_register(hak_heap_t *h);
 
 /* ---- format.c: text output without stdio or allocation */
 typedef struct hak_out_s {
@@ -43,6 +42,7 @@ void hak_write_fd(const char *text, void *arg);   /* a hak_write_fn: to the int 
 /* pattern into buf with %p replaced by the process id, %n by seq; false if
  * it does not fit in n bytes. */
 bool hak_path_expand(const char *pattern, uint64_t seq, char *buf, size_t n);
+_Noreturn void hak_fatal_pointer(const char *fn, const char *what, const void *p);   /* "hakmem: fn(): what p", abort */
 
 /* ---- options.c: the options table, read once at init */
 #define HAK_PROFILES 4
@@ -60,19 +60,30 @@ extern long hak_option_values[hak_option_count];
 const hak_option_desc_t *hak_option_desc(hak_option_t option);
 bool hak_option_is_default(hak_option_t option);
 void hak_option_format(hak_out_t *o, hak_option_t option, long value);
-void hak_options_init(void);
+void hak_options_init(void);   /* its callers then start ACE's knobs from the options (hak_ace_restart) */
 void hak_option_env_spent(hak_option_t option);   /* its entry reads 0 for the programs this one starts */
+/* For the hak_option_* API (options_api.c) and the options read after init:
+ * an option set, its string, a text parsed as its value (false: invalid). */
+int  hak_option_store(hak_option_t option, long value);   /* 0, or EINVAL */
+int  hak_option_store_string(hak_option_t option, const char *value);
+const char *hak_option_string(hak_option_t option);
+bool hak_option_parse(hak_option_t option, const char *text, long *value);
 HAK_INLINE long hak_opt(hak_option_t option) { return hak_option_values[option]; }
 
 /* ---- banner.c */
 void hak_banner_print(void);
 
-/* ---- stats.c */
-void hak_stats_init(void);      /* at start-up: the working directory a relative HAKMEM_STATS_FILE is taken in */
-void hak_stats_at_exit(void);
+/* ---- counters.c: the global counters the slow paths keep */
 void hak_stats_large(int blocks, size_t requested, int64_t mapped);
 void hak_stats_bigcache(bool hit);
 void hak_stats_slab_bytes(unsigned cls, int64_t bytes);
+void hak_stats_counters(struct hak_stats *st);   /* into the statistics' merge */
+extern _Atomic size_t hak_bigcache_cached_bytes;   /* what the BigCache holds, which it counts */
+size_t hak_bigcache_bytes(void);                   /* read by ACE and the statistics */
+
+/* ---- stats_report.c */
+void hak_stats_init(void);      /* at start-up: the working directory a relative HAKMEM_STATS_FILE is taken in */
+void hak_stats_at_exit(void);
 
 /* ---- size_class.c */
 extern uint8_t  hak_class_of_small[HAK_TINY_MAX / 16 + 1];
@@ -83,6 +94,7 @@ extern uint32_t hak_class_size[HAK_CLASSES];
 extern uint8_t  hak_class_units[HAK_CLASSES];
 uint32_t hak_class_cache_cap(unsigned cls);
 uint32_t hak_class_cache_room(unsigned cls);
+uint32_t hak_refill_first(unsigned cls);   /* blocks of a class's first refill (slow start) */
 void     hak_size_class_init(void);
 uint64_t hak_odd_inverse(uint32_t divisor);
 int      hak_class_for_aligned(size_t size, size_t align);   /* -1: not a slab size */
@@ -104,8 +116,9 @@ HAK_INLINE bool hak_in_arena(uintptr_t a) { return a - hak_arena_base < hak_aren
 extern _Atomic uint8_t hak_registry_map[HAK_REG_CHUNKS];
 void hak_registry_set(uintptr_t chunk_addr, uint8_t kind);
 
-/* ---- heap.c: thread heaps, their lifecycle and their warm pools */
+/* ---- heap.c: thread heaps, their lifecycle and the slow paths' token */
 extern hak_heap_t hak_heap_empty;
+extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec")));   /* the thread's, or &hak_heap_empty */
 hak_heap_t *hak_heap_new(bool few_cached);
 hak_heap_t *hak_heap_thread_init(void);
 hak_heap_t *hak_heap_list(void);
@@ -118,12 +131,19 @@ void hak_heap_give_back(hak_heap_t *h);
 int  hak_heap_trim_abandoned(bool now);
 hak_superslab_t *hak_heap_reclaim_superslab(void);
 void hak_heap_reclaim_hint(void);   /* an abandoned heap may have an empty SuperSlab to reclaim */
+bool hak_heap_enter(hak_heap_t *h);   /* the slow paths' token */
+void hak_heap_leave(hak_heap_t *h, bool entered);
+
+/* ---- slab_list.c: a heap's warm pool and full lists, and a slab's free list; owner only */
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
+void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n);   /* free blocks of h's slabs */
+
+/* ---- inbox.c: the remote frees other threads send a heap */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room);
 void hak_heap_collect_all(hak_heap_t *h);
-bool hak_heap_enter(hak_heap_t *h);   /* the slow paths' token (heap.c) */
-void hak_heap_leave(hak_heap_t *h, bool entered);
+
+/* ---- idle.c: the inboxes and caches of idle heaps and classes back to their slabs */
 uint64_t hak_heap_reclaim_others(bool all);   /* other threads' inboxes and caches: of sleeping threads, or all */
 void hak_heap_fork_prepare(void);
 void hak_heap_fork_done(void);
@@ -141,8 +161,6 @@ void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size);   /* the same, fro
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
-void  hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n);   /* free blocks of h's slabs */
-uint32_t hak_refill_first(unsigned cls);   /* blocks of a class's first refill (slow start) */
 void  hak_cache_restart(hak_heap_t *h, unsigned cls, void **from, uint32_t n);   /* to first items, holding n blocks at from */
 void  hak_cache_return(hak_heap_t *h, unsigned cls);   /* all its blocks (counted ones too) to the slabs, first items */
 /* Where a heap keeps a class's cache items (heap.c): its first room, or
@@ -245,14 +263,13 @@ uint64_t hak_bigcache_tick(void);
 int    hak_bigcache_drain(void);
 hak_large_t *hak_bigcache_take_grace(size_t min_size);   /* the grace entry if it has min_size bytes */
 bool   hak_bigcache_grace_drop(void);   /* before memory is mapped anew: the grace entry to the OS (true if one was) */
-size_t hak_bigcache_bytes(void);
 
 /* ---- free.c */
 /* Whether a remote-free container of class cls has room for its count
  * (types.h, hak_remote_batch_t). */
 HAK_INLINE bool hak_batch_counted(unsigned cls) { return hak_class_size[cls] >= HAK_BATCH_COUNTED; }
 /* Addresses a free block of class cls holds as a container (of a slab's
- * free list, cache.c, or of a remote-free batch, up to the batch's limit):
+ * free list, slab_list.c, or of a remote-free batch, up to the batch's limit):
  * 0 when it has no count. */
 HAK_INLINE uint32_t hak_container_room(unsigned cls) {
   return hak_batch_counted(cls) ? hak_class_size[cls] / sizeof(void *) - 3 : 0;
@@ -262,7 +279,6 @@ void hak_free_other(const void *p);
 void hak_free_remote(void *p, hak_slab_t *s);
 void hak_remote_flush_all(hak_heap_t *h);
 bool hak_remote_batch_drain(hak_heap_t *h, unsigned cls, hak_ucache_t *owner);   /* drain.c */
-_Noreturn void hak_fatal_pointer(const char *fn, const char *what, const void *p);
 _Noreturn void hak_fatal_block(const char *fn, const char *freed, const void *p);
 /* The same for free's fast path; declared returning so that the calls are
  * tail jumps and free needs no stack frame. */
@@ -292,6 +308,19 @@ int   hak_prof_trim(void);             /* malloc_trim: the profiler heap's cache
 void  hak_prof_fork_prepare(void);
 void  hak_prof_fork_parent(void);
 void  hak_prof_fork_child(void);
+HAK_INLINE uint64_t hak_prof_mix(uint64_t x, uint64_t y) {   /* hashes of stacks */
+  x = (x ^ y) * 0x9e3779b97f4a7c15ull;
+  return x ^ x >> 29;
+}
+
+/* ---- prof_table.c: the profile's records and sampled blocks, under prof.c's lock */
+struct prof_stack_s *hak_prof_record_of(hak_prof_state_t *st, uint64_t key, void *const *frames, uint32_t depth);
+void hak_prof_count_in(struct prof_stack_s *s, uint64_t bytes);
+void hak_prof_count_out(struct prof_stack_s *s, uint64_t bytes);
+/* Sampled block p of a size class, asked for with bytes bytes. */
+void hak_prof_record(hak_prof_state_t *st, const void *p, uint64_t key, uint64_t bytes, void *const *frames, uint32_t depth);
+void hak_prof_forget_block(const void *p);   /* freed */
+void hak_prof_write(int fd);                 /* the profile */
 
 /* ---- stack.c: call stacks for the heap profile */
 #if defined(__x86_64__)
@@ -305,334 +334,18 @@ bool     hak_stack_init(void);                /* once, when profiling is on; may
  * they are the memo's last ones again. */
 bool     hak_stack_capture(hak_stack_memo_t *memo);
 
-/* ---- alloc_aligned.c */
-void *hak_alloc_aligned(size_t align, size_t size);
-
-/* ------------------------------------------------------------------ helpers */
-
-HAK_INLINE uint8_t hak_registry_kind(uintptr_t a) {
-  size_t chunk = a >> HAK_SS_SHIFT;
-  if (chunk >= HAK_REG_CHUNKS) return HAK_REG_FOREIGN;
-  return atomic_load_explicit(&hak_registry_map[chunk], memory_order_relaxed);
-}
-
-HAK_INLINE hak_superslab_t *hak_ss_of(const void *p) {
-  return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
-}
-
-/* The descriptor of the unit of the arena that would hold address a, for
- * any a, from the arena's table alone: the arena's
- * HAK_ARENA_UNITS units fill the table once over in address order modulo
- * its size, so a unit of the arena finds its own descriptor and any other
- * address some unit's, whose block check refuses it (a slab's blocks lie in
- * its units). With no arena the table is one zeroed descriptor, which
- * refuses everything. */
-HAK_INLINE hak_slab_t *hak_arena_unit(uintptr_t a) {
-  _Static_assert(sizeof(hak_slab_t) == 1 << 6, "index scaled by a shift");
-  return (hak_slab_t *)((char *)hak_arena_units + ((a >> (HAK_UNIT_SHIFT - 6)) & hak_arena_unit_mask));
-}
-
-/* A SuperSlab's unit descriptors: in the arena's table, or in its header
- * when it is outside the arena. */
-HAK_INLINE hak_slab_t *hak_ss_slabs(hak_superslab_t *ss) {
-  return hak_in_arena((uintptr_t)ss) ? hak_arena_unit((uintptr_t)ss) : ss->own_slabs;
-}
-
-/* The descriptor of the unit of SuperSlab ss holding address a: enough for
- * the free fast path (block geometry and class), not the head of a
- * multi-unit slab. */
-HAK_INLINE hak_slab_t *hak_unit_of(hak_superslab_t *ss, uintptr_t a) {
-  return hak_ss_slabs(ss) + ((a >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1));
-}
-
-/* The SuperSlab of a slab in use, from its (head or unit) descriptor. */
-HAK_INLINE hak_superslab_t *hak_slab_ss(const hak_slab_t *s) { return hak_ss_of((const void *)s->start); }
-
-/* The slab (head descriptor) of an address inside a SuperSlab. */
-HAK_INLINE hak_slab_t *hak_slab_of(hak_superslab_t *ss, uintptr_t a) {
-  hak_slab_t *s = hak_unit_of(ss, a);
-  return s - s->head_delta;
-}
-
-/* The index of the block starting at a in the slab whose unit (or head)
- * descriptor is s, or a number above any block count when no block of s's
- * geometry starts there. With block_size = odd << shift and inverse the odd
- * part's inverse mod 2^64, rotating off * inverse right by shift gives
- * off / block_size when block_size divides off, and a number above
- * 2^64 / block_size when it does not; offsets below the start wrap to huge
- * ones. One multiply, one rotate. */
-HAK_INLINE uint64_t hak_block_index(const hak_slab_t *s, uintptr_t a) {
-  uint64_t x = (a - s->start) * s->inverse;
-  unsigned k = s->shift;
-  return (x >> k) | (x << ((64 - k) & 63));
-}
-
-/* True when a is the start of a block free accepts: one the slab has
- * carved (types.h), in use or not. */
-HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) { return hak_block_index(s, a) < HAK_LOAD_SHARED(s->limit); }
-
-/* The calling thread's identity as the user of a heap (heap.c): its thread
- * pointer, nonzero and unique among live threads, read in one instruction
- * on x86-64 where the heap pointer takes two (TLS through the GOT). */
-HAK_INLINE uintptr_t hak_thread_id(void) {
-#if defined(__x86_64__)
-  uintptr_t t;
-  __asm__("mov %%fs:0, %0" : "=r"(t));
-  return t;
-#else
-  return (uintptr_t)__builtin_thread_pointer();
-#endif
-}
-
-/* The mark a free block carries in its second word: the address of the
- * descriptor of the unit it starts in, which free holds in a register
- * already; no program has a pointer to hakmem's descriptors (the arena's
- * table, or a SuperSlab's header), so none stores one. The secure build xors the process's secret into it, so that
- * the mark cannot be forged. */
-HAK_INLINE uintptr_t hak_free_mark(const hak_slab_t *unit) { return (uintptr_t)unit ^ (HAK_SECURE ? hak_secret : 0); }
-HAK_INLINE uintptr_t hak_free_mark_at(const void *p) {
-  return hak_free_mark(hak_unit_of(hak_ss_of(p), (uintptr_t)p));
-}
-
-/* ---- secure build (make SECURE=1, docs/secure.md): free lists encoded
- *
- * A link a free block stores (a slab's free list, a remote-free batch) is
- * the next address scrambled with the process keys and with the address of
- * the word that holds it, so that a word a program writes after free, or
- * by overflowing the block before, decodes to an address the list's check
- * refuses, and a link copied elsewhere decodes to garbage. Identity in the
- * default build. A block in a unified cache holds the encoding of NULL,
- * which malloc checks with the mark before it hands the block out. */
-HAK_INLINE uintptr_t hak_link_encode(const void *next, const void *at) {
-  if (!HAK_SECURE) return (uintptr_t)next;
-  uintptr_t x = (uintptr_t)next ^ hak_keys[0];
-  return ((x << 23) | (x >> 41)) + ((uintptr_t)at ^ hak_keys[1]);
-}
-
-HAK_INLINE void *hak_link_decode(uintptr_t e, const void *at) {
-  if (!HAK_SECURE) return (void *)e;
-  uintptr_t x = e - ((uintptr_t)at ^ hak_keys[1]);
-  return (void *)(((x >> 23) | (x << 41)) ^ hak_keys[0]);
-}
-
-/* Secure build: the next of a sequence of random numbers (splitmix64). */
-HAK_INLINE uint64_t hak_random(uint64_t *state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* hak_link_encode(NULL, p) with one key fewer: hak_keys[2] is the rotated
- * hak_keys[0]. */
-HAK_INLINE uintptr_t hak_link_end(const void *p) { return hak_keys[2] + ((uintptr_t)p ^ hak_keys[1]); }
-
-/* Mark p free as a free block of a cache: the mark, and in the secure build
- * the end of a list. */
-HAK_INLINE void hak_block_set_free(uintptr_t *w, uintptr_t mark) {
-  if (HAK_SECURE) w[0] = hak_link_end(w);
-  w[1] = mark;
-}
-
-/* Secure build: stop unless the free block p of a cache is as free left it. */
-HAK_INLINE void hak_block_check_free(const void *p, const char *fn) {
-  const uintptr_t *w = (const uintptr_t *)p;
-  if (HAK_SECURE && HAK_UNLIKELY((w[0] ^ hak_link_end(p)) | (w[1] ^ hak_free_mark_at(p))))
-    hak_fatal_corrupt(fn, p);
-}
-
-HAK_INLINE uint32_t hak_cache_count(const hak_ucache_t *c) { return (uint32_t)(c->top - c->items); }
-
-/* Free block p of class cls made ready to hand out for size bytes (the
- * slow paths' pop of a cache, and a span class's block; malloc's fast path
- * does the same in its own order). */
-HAK_INLINE void *hak_block_hand_out(hak_heap_t *h, unsigned cls, void *p, size_t size) {
-#if HAK_STAT >= 2
-  h->cache[cls].allocs++;
-  h->counters[cls].requested += size;
-#endif
-  hak_block_check_free(p, "malloc");
-  ((uintptr_t *)p)[1] = 0;
-  return p;
-}
-HAK_INLINE uint32_t hak_cache_cap(const hak_ucache_t *c) { return (uint32_t)(c->end - c->items); }
-
-/* n (above 8) rounded up to the next of 8 steps per doubling: at most
- * 12.5% more (large mapping sizes, the heap profile's large lines). */
-HAK_INLINE uint64_t hak_round_eighths(uint64_t n) {
-  unsigned b = 63u - (unsigned)__builtin_clzll(n - 1);
-  uint64_t step = (uint64_t)1 << (b - 3u);
-  return (n + step - 1) & ~(step - 1);
-}
-
-HAK_INLINE unsigned hak_class_of(size_t size) {   /* size <= HAK_MID_MAX */
-  if (size <= HAK_TINY_MAX) return hak_class_of_small[(size + 15) >> 4];
-  unsigned b = 63u - (unsigned)__builtin_clzll(size - 1);
-  return 8u * (b - 6u) + (unsigned)((size - 1) >> (b - 3u)) - 8u;
-}
-
-/* ------------------------------------------------------------- fast paths */
-
-/* Keep a computed pointer in its register: without this GCC recomputes the
- * address for each field it touches. */
-#define HAK_PIN(p) __asm__("" : "+r"(p))
-/* The same for two pointers, kept out of the return value's register (on
- * x86-64: in rdx and rcx), so that the block malloc pops is loaded straight
- * into it. */
-#if defined(__x86_64__)
-#define HAK_PIN_OFF_RESULT(p, q) __asm__("" : "+d"(p), "+c"(q))
-#else
-#define HAK_PIN_OFF_RESULT(p, q) __asm__("" : "+r"(p), "+r"(q))
-#endif
-
-/* malloc: thread-local heap, the class's cache from the heap's own size
- * tables, pop its top: 15 instructions with the return on x86-64 in
- * libhakmem.so (gcc 12, -O2) for tiny sizes, 19 for mid sizes. The pop
- * claims the top slot (stores the lowered top) before it reads items, so
- * that another thread may drain the cache meanwhile (drain.c: the two sides
- * of an asymmetric fence, docs/design/thread-memory.md); a pop that finds the
- * cache empty or drained puts the top back and goes slow. The cache and its
- * top are kept out of the register the block is returned in, which saves a
- * move. The empty heap's tables all lead to its cache 0, empty, so to the
- * slow path (every thread without a heap stores its top, each a value that
- * stays below its items). The counted build (heap profiling, below) also
- * counts the bytes down to the heap's next sample: two instructions more. */
-HAK_INLINE void *hak_malloc_fast_of(bool counted, size_t size) {
-  hak_heap_t *h = hak_tls_heap;
-  hak_ucache_t *c;
-  if (HAK_LIKELY(size <= HAK_TINY_MAX)) c = h->cache_small[(size + 15) >> 4];
-  else if (size <= HAK_MID_TABLE_MAX) c = (hak_ucache_t *)((char *)h + h->cache_of_mid[(size + 127) >> 7]);
-  else return hak_malloc_slow(size);
-  void **top = HAK_LOAD_SHARED(c->top) - 1;
-  HAK_PIN_OFF_RESULT(c, top);
-  HAK_STORE_SHARED(c->top, top);
-  atomic_signal_fence(memory_order_seq_cst);   /* the claim stays before the load of items */
-  if (HAK_UNLIKELY(top < HAK_LOAD_SHARED(c->items))) {
-    HAK_STORE_SHARED(c->top, top + 1);
-    return hak_malloc_slow(size);
-  }
-  if (counted && HAK_UNLIKELY(hak_prof_count(h, size))) {
-    HAK_STORE_SHARED(c->top, top + 1);
-    return hak_prof_sampled(size);
-  }
-#if HAK_STAT >= 2
-  c->allocs++;
-  h->counters[c->cls].requested += size;
-#endif
-  void **p = *top;
-  hak_block_check_free(p, "malloc");
-  p[1] = NULL;
-  return p;
-}
-
-HAK_INLINE void *hak_malloc_fast(size_t size) { return hak_malloc_fast_of(false, size); }
-
-/* free of a block of a SuperSlab whose unit descriptor is s: block and
- * double-free check, owner compare (the thread using the owning heap,
- * heap.c), push on the cache the descriptor names (a plain store on x86;
- * a full or drained cache goes slow). refused takes p if it is no block
- * of s. */
-HAK_INLINE void hak_free_block(void *p, hak_slab_t *s, void (*refused)(const void *)) {
-  uintptr_t a = (uintptr_t)p;
-  if (HAK_UNLIKELY(!hak_is_block(s, a))) {
-    refused(p);
-    return;
-  }
-  uintptr_t *w = (uintptr_t *)p;
-  uintptr_t mark = hak_free_mark(s);
-  if (HAK_UNLIKELY(w[1] == mark)) {
-    hak_free_double(p);
-    return;
-  }
-  hak_block_set_free(w, mark);
-  if (HAK_UNLIKELY(HAK_LOAD_SHARED(s->owner_thread) != hak_thread_id())) {
-    hak_free_remote(p, s);
-    return;
-  }
-  hak_ucache_t *c = s->cache;
-  void **top = c->top;
-  if (HAK_UNLIKELY(top >= HAK_LOAD_SHARED(c->end))) {   /* full, or drained */
-    hak_free_full(p, s);
-    return;
-  }
-  *top = p;
-  __atomic_store_n(&c->top, top + 1, __ATOMIC_RELEASE);   /* a drain that sees it sees *top (drain.c) */
-#if HAK_STAT >= 2
-  c->frees++;
-#endif
-}
-
-/* free: the unit descriptor from the arena's table, then hak_free_block:
- * 25 instructions with the return in libhakmem.so (gcc 12, -O2), no call,
- * no atomic, no stack frame. Everything the block check refuses (NULL,
- * large blocks, SuperSlabs outside the arena, bad pointers) goes to
- * hak_free_other. ThreadSanitizer builds send addresses outside the arena
- * there first: their lookup reads a descriptor that its owner may be
- * rewriting, a race the block check makes harmless but TSan would report. */
-HAK_INLINE void hak_free_fast(void *p) {
-#if defined(__SANITIZE_THREAD__)
-  if (!hak_in_arena((uintptr_t)p)) {
-    hak_free_other(p);
-    return;
-  }
-#endif
-  hak_free_block(p, hak_arena_unit((uintptr_t)p), hak_free_other);
-}
-
-/* ---- the two builds of the allocating entry points (counted.c). Heap
- * profiling (prof.c) counts the bytes malloc hands out; so that a process
- * that does not profile pays nothing for it, every exported entry point
- * whose fast path pops a cache is compiled twice, uncounted (under its
- * name) and counted, and while profiling start-up makes the uncounted
- * build's entry a jump to the counted one (counted.c). On x86-64 the jump
- * may need 5 bytes before the entry, which the compiler leaves as NOPs
- * that nothing runs (16, so that the entry keeps its alignment). vis:
- * HAK_EXPORT; impl(counted, args...) the body. */
-#if defined(__x86_64__)
-#define HAK_PATCHABLE __attribute__((patchable_function_entry(16, 16)))   /* the entry stays 16-byte aligned */
-#else
-#define HAK_PATCHABLE
-#endif
+/* ---- counted.c: switching the entry points to their counted builds
+ * (heap profiling; fast_path.h, HAK_TWO_BUILDS) */
 typedef void (*hak_fn_t)(void);
 typedef struct hak_twin_s {
   hak_fn_t uncounted, counted;
 } hak_twin_t;
 bool hak_counted_switch(void);   /* every entry point to its counted build; false if that cannot be */
-#define HAK_ARGS_(...) __VA_ARGS__
-#define HAK_TWO_BUILDS(vis, ret, name, params, impl, args)                                   \
-  static ret name##_counted params { return impl(true, HAK_ARGS_ args); }                     \
-  static HAK_PATCHABLE ret name##_uncounted params { return impl(false, HAK_ARGS_ args); }     \
-  vis ret name params __attribute__((alias(#name "_uncounted")));                            \
-  static hak_twin_t name##_twin __attribute__((used, section("hak_twins"), aligned(sizeof(void *)))) = { \
-      (hak_fn_t)name##_uncounted, (hak_fn_t)name##_counted}
 
-/* ---- the entry points' use of the fast paths: what a memory checker is
- * told (track.h; nothing in other builds) */
-HAK_INLINE void *hak_malloc_entry_of(bool counted, size_t size) {
-  HAK_TRACK_ENTER();
-  void *p = hak_malloc_fast_of(counted, size);
-  HAK_TRACK_LEAVE();
-  HAK_TRACK_ALLOC(p, size, false);
-  return p;
-}
+/* ---- alloc_aligned.c */
+void *hak_alloc_aligned(size_t align, size_t size);
 
-HAK_INLINE void *hak_aligned_entry(size_t align, size_t size) {
-  HAK_TRACK_ENTER();
-  void *p = hak_alloc_aligned(align, size);
-  HAK_TRACK_LEAVE();
-  HAK_TRACK_ALLOC(p, size, false);
-  return p;
-}
-
-/* Withdrawn from the checker first: once hakmem has it, another thread
- * may hand it out again. */
-HAK_INLINE void hak_free_entry(void *p) {
-  if (HAK_TRACK_FOREIGN_FREE(p)) return;
-  HAK_TRACK_FREE(p);
-  HAK_TRACK_ENTER();
-  hak_free_fast(p);
-  HAK_TRACK_LEAVE();
-}
+#include "block.h"   /* the inline helpers of addresses, blocks and size classes */
 
 #pragma GCC visibility pop
 

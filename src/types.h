@@ -163,7 +163,7 @@ typedef struct hak_slab_s {
   uint8_t  shift;          /* trailing zero bits of the block size */
   uint16_t capacity;       /* blocks the slab holds, head only */
   uint16_t carved;         /* blocks taken from the never-used tail so far */
-  void    *free;           /* first container of the free list (cache.c), owner only */
+  void    *free;           /* first container of the free list (slab_list.c, cache.c), owner only */
   uint16_t used;           /* blocks handed out (to the unified cache or the program) */
   uint8_t  in_full;        /* 1: on the heap's full list, 0: on the warm list */
   uint8_t  zero;           /* 1: its units were untouched when taken (head only): a span
@@ -276,7 +276,7 @@ typedef struct hak_remote_batch_s {
   uint32_t room;           /* addresses a container holds */
 } hak_remote_batch_t;
 
-/* A class's cache as the release tick's sweep last saw it (heap.c): its
+/* A class's cache as the release tick's sweep last saw it (idle.c): its
  * top, the block on it and the item just above it (what the next free
  * overwrites), and how many sweeps in a row saw the same. */
 typedef struct hak_cache_look_s {
@@ -317,13 +317,13 @@ typedef struct hak_heap_s {
   uint16_t     refill_batch[HAK_CLASSES];   /* blocks the next refill takes, 0: a page's worth (cache.c) */
   uint16_t     cache_first[HAK_CLASSES];    /* a class's cache's first capacity, and the most it grows to, */
   uint16_t     cache_room[HAK_CLASSES];     /* as the heap was made (the options may change since) */
-  hak_cache_look_t looks[HAK_CLASSES]; /* each class's cache at the last sweeps (heap.c) */
+  hak_cache_look_t looks[HAK_CLASSES]; /* each class's cache at the last sweeps (idle.c) */
   /* A drain (drain.c), under the token: the classes whose caches it took,
    * and the top it saw in each, from which the owner keeps its blocks when
    * it gives those caches their items back (hak_heap_enter). */
   uint64_t     drained[(HAK_CLASSES + 63) / 64];
   void       **drained_at[HAK_CLASSES];
-  uint64_t     held_seen;              /* purger only: what it last saw the caches and batches hold (heap.c), */
+  uint64_t     held_seen;              /* purger only: what it last saw the caches and batches hold (idle.c), */
   uint64_t     seen_since;             /* ms since when it saw them so, with the same visits */
 #if HAK_SECURE
   uint64_t     random;                 /* state of the heap's random numbers (hak_random) */

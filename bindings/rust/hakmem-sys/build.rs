@@ -1,6 +1,6 @@
 //! Builds hakmem from the C sources in this crate's `c/` (in a clone, links
 //! to the repository's `src/` and `include/`; in a packaged crate, copies):
-//! every `src/*.c` and `src/os/linux.c`, the list the Makefile takes too,
+//! every `src/*/*.c`, the list the Makefile takes too,
 //! with malloc left to libc (HAK_OVERRIDE=0): Rust's allocations go to
 //! hakmem through the hak_* API, C libraries in the same program keep
 //! theirs.
@@ -20,12 +20,18 @@ fn main() {
     let src = c.join("src");
     let include = c.join("include");
 
-    let mut sources: Vec<PathBuf> = fs::read_dir(&src)
-        .unwrap_or_else(|e| panic!("hakmem's C sources in {}: {}", src.display(), e))
-        .map(|e| e.unwrap().path())
+    let read = |dir: &Path| -> Vec<PathBuf> {
+        fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("hakmem's C sources in {}: {}", dir.display(), e))
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    let mut sources: Vec<PathBuf> = read(&src)
+        .into_iter()
+        .filter(|p| p.is_dir())
+        .flat_map(|dir| read(&dir))
         .filter(|p| p.extension().map_or(false, |x| x == "c"))
         .collect();
-    sources.push(src.join("os").join("linux.c"));
     sources.sort();
 
     let cc = tool("CC", "cc");

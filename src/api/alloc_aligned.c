@@ -5,11 +5,11 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "fast_path.h"
 
 static bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
 
-/* While heap profiling, counted (as malloc's counted build, internal.h): a
+/* While heap profiling, counted (as malloc's counted build, fast_path.h): a
  * test here rather than a second build of every aligned entry point. */
 void *hak_alloc_aligned(size_t align, size_t size) {
   if (align <= HAK_ALIGN) return HAK_UNLIKELY(hak_prof_on) ? hak_malloc_fast_of(true, size) : hak_malloc_fast(size);

@@ -1,7 +1,7 @@
 /* The hak_* allocation API: malloc, calloc, realloc, free, usable size, trim. */
 #include <errno.h>
 
-#include "internal.h"
+#include "fast_path.h"
 
 HAK_TWO_BUILDS(HAK_EXPORT, void *, hak_malloc, (size_t size), hak_malloc_entry_of, (size));
 

@@ -5,7 +5,7 @@
  * C++ program (weak references: C programs need no libstdc++). This file is
  * compiled with -fexceptions so the exception can unwind through it. */
 #if HAK_OVERRIDE
-#include "internal.h"
+#include "fast_path.h"
 
 typedef void (*hak_new_handler)(void);
 extern hak_new_handler _ZSt15get_new_handlerv(void) __attribute__((weak));

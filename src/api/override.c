@@ -4,8 +4,11 @@
 #if HAK_OVERRIDE
 #include <errno.h>
 
-#include "internal.h"
+#include "fast_path.h"
 
+/* void *malloc(size_t size): defined by HAK_TWO_BUILDS (fast_path.h), as
+ * malloc_uncounted with its counted twin; its fast path is
+ * hak_malloc_fast_of. free's is hak_free_fast. */
 HAK_TWO_BUILDS(HAK_EXPORT, void *, malloc, (size_t size), hak_malloc_entry_of, (size));
 /* On a cache line of its own: its 125 bytes then take two lines, not
  * three, wherever code before it ends (tiny_hot ran 5-7 % slower, at the

@@ -1,5 +1,9 @@
-/* The OS layer: the only place that talks to the kernel. Every function keeps
- * errno as it found it; failures are reported by return value. */
+/* The OS layer: the only place that talks to the kernel or to the C
+ * library's process services (threads and their keys, fork handlers,
+ * signals, the dynamic loader). For Linux: src/os/linux.c (memory),
+ * linux_thread.c (time, waits, threads), linux_process.c (files, the
+ * environment, signals, libraries). Every function keeps errno as it
+ * found it; failures are reported by return value. */
 #ifndef HAK_OS_H
 #define HAK_OS_H
 
@@ -52,6 +56,18 @@ bool     hak_os_fence_others(void);
  * hak_os_thread_join. */
 bool     hak_os_thread_start(void *(*fn)(void *), uintptr_t *id);
 void     hak_os_thread_join(uintptr_t id);
+/* Have fn(arg) run when a thread exits, arg being what the thread last
+ * gave hak_os_thread_exit_arg (nothing runs while that is NULL); once, at
+ * init: false if it cannot be had. */
+bool     hak_os_thread_exit_init(void (*fn)(void *));
+void     hak_os_thread_exit_arg(void *arg);
+/* Handlers run around fork(), as pthread_atfork's. */
+void     hak_os_at_fork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
+/* The calling thread's stack, [lo, hi); false if it cannot be told. May
+ * allocate. */
+bool     hak_os_thread_stack(uintptr_t *lo, uintptr_t *hi);
+/* handler(sig) runs on signal sig (system calls it interrupts restart). */
+void     hak_os_on_signal(int sig, void (*handler)(int));
 /* 64 random bits: from the kernel's generator, or if it cannot be read, from
  * the bytes the kernel gives every process mixed with the clock. */
 uint64_t hak_os_random(void);
@@ -83,6 +99,9 @@ char   **hak_os_environ(void);
  * if the program links hakmem statically, or the name is unknown or too long. */
 bool     hak_os_own_library(char *buf, size_t n);
 bool     hak_os_readable(const char *path);
+/* A shared library loaded (dlopen) for its symbols, or NULL; may allocate. */
+void    *hak_os_library_open(const char *name);
+void    *hak_os_library_symbol(void *lib, const char *name);
 /* Overwrite n bytes of the library's code at `at` (counted.c), the pages
  * writable meanwhile; false if they cannot be made so. */
 bool     hak_os_code_write(void *at, const void *bytes, size_t n);

@@ -1,5 +1,5 @@
 /* Switching the allocating entry points to their counted builds (heap
- * profiling; internal.h, HAK_TWO_BUILDS).
+ * profiling; fast_path.h, HAK_TWO_BUILDS).
  *
  * Each entry point's two builds are listed in the section hak_twins. While
  * heap profiling is on, start-up writes a jump to the counted build over

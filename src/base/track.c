@@ -1,7 +1,7 @@
 /* What memory checkers are told (track.h): the AddressSanitizer-aware
  * build's poisoning, and a word to whoever runs memcheck on a build it
  * cannot see. */
-#include "internal.h"
+#include "fast_path.h"
 
 /* memcheck (its preload, vgpreload_memcheck, is in LD_PRELOAD) replaces
  * libc's malloc, not hakmem's, and sees none of this build's blocks: its
@@ -57,6 +57,7 @@ extern void __interceptor_free(void *p);
 static bool ready;
 __attribute__((constructor)) static void sanitizer_ready(void) {
   hak_options_init();
+  hak_ace_restart();
   if (hak_opt(hak_option_route_banner)) hak_banner_print();
   ready = true;
 }

@@ -100,6 +100,13 @@ uint32_t hak_class_cache_room(unsigned cls) {
   return room > (long)cap ? (uint32_t)room : cap;
 }
 
+/* Blocks of a heap's first refill of a class (cache.c's slow start): a
+ * page's worth, at least 2 (a thread that needs a few blocks of a size
+ * touches one page, not half a cache of them). */
+uint32_t hak_refill_first(unsigned cls) {
+  return HAK_PAGE_BYTES / hak_class_size[cls] > 2 ? HAK_PAGE_BYTES / hak_class_size[cls] : 2;
+}
+
 /* The smallest class that fits size and whose blocks are all aligned to align:
  * slabs start 4 KiB aligned (tiny, in unit 0) or 64 KiB aligned (otherwise),
  * so a block size that is a multiple of align gives aligned blocks. */

@@ -309,7 +309,6 @@ void hak_options_init(void) {
   set_all(true);   /* the profile first: it sets the defaults */
   apply_profile();
   set_all(false);
-  hak_ace_restart();
 }
 
 /* An option read from the environment stops there for the programs this
@@ -327,51 +326,32 @@ void hak_option_env_spent(hak_option_t option) {
   }
 }
 
-/* ---- public API */
+/* ---- for the public API (options_api.c) */
 
-HAK_EXPORT long hak_option_get(hak_option_t option) {
-  hak_init();
-  return (unsigned)option < hak_option_count ? hak_option_values[option] : 0;
-}
-
-HAK_EXPORT int hak_option_set(hak_option_t option, long value) {
-  hak_init();
+int hak_option_store(hak_option_t option, long value) {
   if ((unsigned)option >= hak_option_count || table[option].kind == HAK_OPT_STRING ||
       value < table[option].min || value > table[option].max)
     return EINVAL;
   hak_option_values[option] = value;
   explicitly_set[option] = true;
   if (option == hak_option_profile) apply_profile();
-  hak_ace_option_set(option);
   return 0;
 }
 
-HAK_EXPORT const char *hak_option_get_string(hak_option_t option) {
-  hak_init();
+const char *hak_option_string(hak_option_t option) {
   return (unsigned)option < hak_option_count ? strings[option] : NULL;
 }
 
-/* The string must stay valid while hakmem may use it. */
-HAK_EXPORT int hak_option_set_string(hak_option_t option, const char *value) {
-  hak_init();
+int hak_option_store_string(hak_option_t option, const char *value) {
   if ((unsigned)option >= hak_option_count || table[option].kind != HAK_OPT_STRING) return EINVAL;
   strings[option] = value && *value ? value : NULL;
   explicitly_set[option] = value != NULL;
   return 0;
 }
 
-HAK_EXPORT int hak_option_set_text(hak_option_t option, const char *text) {
-  hak_init();
-  if ((unsigned)option >= hak_option_count || !text) return EINVAL;
-  if (table[option].kind == HAK_OPT_STRING) return hak_option_set_string(option, text);
-  long value;
-  return parse_value(option, text, &value) ? EINVAL : hak_option_set(option, value);
-}
+bool hak_option_parse(hak_option_t option, const char *text, long *value) { return !parse_value(option, text, value); }
 
-HAK_EXPORT const char *hak_option_name(hak_option_t option) {
-  return (unsigned)option < hak_option_count ? table[option].name : NULL;
-}
-
+/* The listing of every option (hakmem --options, hakmem-options(7)). */
 HAK_EXPORT void hak_options_print(hak_write_fn *write, void *arg) {
   hak_out_t o;
   hak_out_init(&o, write, arg);

@@ -19,8 +19,6 @@
  * address met again at the same depth takes its distance from there, not
  * from the shared table, and a stack met again whole is told to the
  * caller, which then counts the sample in the record it found last. */
-#include <dlfcn.h>
-#include <pthread.h>
 #include <unwind.h>
 
 #include "internal.h"
@@ -163,15 +161,10 @@ static HAK_NOINLINE uint32_t stack_walk(hak_stack_memo_t *memo, bool *same) {
 
 bool hak_stack_capture(hak_stack_memo_t *memo) {
   if (HAK_STACK_FAST && !stack_top) {   /* once per thread (it may allocate: a profiler's allocation) */
-    pthread_attr_t attr;
-    void *lo;
-    size_t size;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-      if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
-        stack_lo = (uintptr_t)lo;
-        stack_top = (uintptr_t)lo + size;
-      }
-      pthread_attr_destroy(&attr);
+    uintptr_t lo, hi;
+    if (hak_os_thread_stack(&lo, &hi)) {
+      stack_lo = lo;
+      stack_top = hi;
     }
   }
   bool same;
@@ -185,11 +178,11 @@ bool hak_stack_capture(hak_stack_memo_t *memo) {
 }
 
 bool hak_stack_init(void) {
-  void *lib = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+  void *lib = hak_os_library_open("libgcc_s.so.1");
   if (lib) {
-    *(void **)&unwind.backtrace = dlsym(lib, "_Unwind_Backtrace");
-    *(void **)&unwind.get_ip_info = dlsym(lib, "_Unwind_GetIPInfo");
-    *(void **)&unwind.get_cfa = dlsym(lib, "_Unwind_GetCFA");
+    *(void **)&unwind.backtrace = hak_os_library_symbol(lib, "_Unwind_Backtrace");
+    *(void **)&unwind.get_ip_info = hak_os_library_symbol(lib, "_Unwind_GetIPInfo");
+    *(void **)&unwind.get_cfa = hak_os_library_symbol(lib, "_Unwind_GetCFA");
   }
   if (!unwind.backtrace || !unwind.get_ip_info || !unwind.get_cfa) return false;
   hak_stack_memo_t memo = {.n = 0};

@@ -115,3 +115,17 @@ bool hak_path_expand(const char *pattern, uint64_t seq, char *buf, size_t n) {
   buf[len] = 0;
   return true;
 }
+
+/* "hakmem: <fn>(): <what> 0x<p>" on one line, then abort. No allocation. */
+_Noreturn HAK_COLD void hak_fatal_pointer(const char *fn, const char *what, const void *p) {
+  hak_out_t o;
+  hak_out_init(&o, NULL, NULL);
+  hak_out_str(&o, "hakmem: ");
+  hak_out_str(&o, fn);
+  hak_out_str(&o, "(): ");
+  hak_out_str(&o, what);
+  hak_out_str(&o, " ");
+  hak_out_hex(&o, (uintptr_t)p);
+  hak_out_str(&o, "\n");
+  hak_os_abort();
+}

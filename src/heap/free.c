@@ -1,20 +1,6 @@
 /* free's slow paths: large blocks, frees from other threads, and the
  * reporting of bad pointers. */
-#include "internal.h"
-
-/* "hakmem: <fn>(): <what> 0x<p>" on one line, then abort. No allocation. */
-_Noreturn HAK_COLD void hak_fatal_pointer(const char *fn, const char *what, const void *p) {
-  hak_out_t o;
-  hak_out_init(&o, NULL, NULL);
-  hak_out_str(&o, "hakmem: ");
-  hak_out_str(&o, fn);
-  hak_out_str(&o, "(): ");
-  hak_out_str(&o, what);
-  hak_out_str(&o, " ");
-  hak_out_hex(&o, (uintptr_t)p);
-  hak_out_str(&o, "\n");
-  hak_os_abort();
-}
+#include "fast_path.h"
 
 /* True when a, a SuperSlab address the block check refused, is a block of
  * a slab that has emptied since it handed the block out (types.h): the unit

@@ -23,7 +23,6 @@
  * deadline wakes it. BACKGROUND_PURGE=0 keeps it from starting (a running one
  * stays idle). It stops when the last thread with a heap exits, and starts
  * again on need, in a forked child too. */
-#include <pthread.h>
 
 #include "internal.h"
 
@@ -173,5 +172,5 @@ static void fork_child(void) {
 void hak_purger_install(void) {
   static _Atomic int installed;
   if (!atomic_load_explicit(&installed, memory_order_relaxed) && !atomic_exchange(&installed, 1))
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    hak_os_at_fork(fork_prepare, fork_parent, fork_child);
 }

@@ -42,7 +42,6 @@ _Static_assert(((4ull << 30) >> PAGE_SHIFT) <= HAK_SS_MASK, "sizes up to BIGCACH
 
 static _Atomic uintptr_t slots[SLOTS];
 static _Atomic uint64_t slot_time[SLOTS];
-static _Atomic size_t cached_bytes;
 static _Atomic int cached;
 static _Atomic uint64_t next_expiry;   /* ms, earliest expiry of an entry (may be early), 0: none */
 static _Atomic uint64_t expired_at[BINS];   /* ms, when an entry of the bin last expired */
@@ -72,7 +71,7 @@ static unsigned bin_of(size_t size) {
 static hak_large_t *slot_take(unsigned i, uintptr_t v) {
   if (!atomic_compare_exchange_strong(&slots[i], &v, 0)) return NULL;
   atomic_fetch_sub(&cached, 1);
-  atomic_fetch_sub(&cached_bytes, slot_size(v));
+  atomic_fetch_sub(&hak_bigcache_cached_bytes, slot_size(v));
   return slot_header(v);
 }
 
@@ -123,8 +122,8 @@ hak_large_t *hak_bigcache_take_grace(size_t min_size) {
 bool hak_bigcache_put(hak_large_t *hdr) {
   size_t size = hdr->map_size;
   if (size > (size_t)hak_opt(hak_option_bigcache_max_block) || size <= HAK_LARGE_MIN) return grace_put(hdr, size);
-  if (atomic_fetch_add(&cached_bytes, size) + size > (size_t)hak_ace_value(hak_knob_bigcache_budget)) {
-    atomic_fetch_sub(&cached_bytes, size);
+  if (atomic_fetch_add(&hak_bigcache_cached_bytes, size) + size > (size_t)hak_ace_value(hak_knob_bigcache_budget)) {
+    atomic_fetch_sub(&hak_bigcache_cached_bytes, size);
     hak_ace_sign(HAK_ACE_BIGCACHE_REFUSED, size);
     hak_ace_sign(HAK_ACE_BIGCACHE_REFUSALS, 1);
     atomic_store_explicit(&refused_at[bin_of(size)], hak_os_now_ms(), memory_order_relaxed);
@@ -145,7 +144,7 @@ bool hak_bigcache_put(hak_large_t *hdr) {
       return true;
     }
   }
-  atomic_fetch_sub(&cached_bytes, size);
+  atomic_fetch_sub(&hak_bigcache_cached_bytes, size);
   return false;
 }
 
@@ -274,8 +273,6 @@ uint64_t hak_bigcache_tick(void) {
   }
   return atomic_load_explicit(&next_expiry, memory_order_relaxed);
 }
-
-size_t hak_bigcache_bytes(void) { return atomic_load_explicit(&cached_bytes, memory_order_relaxed); }
 
 int hak_bigcache_drain(void) {
   int released = hak_bigcache_grace_drop();

@@ -3,21 +3,18 @@
  * Initialisation runs from a constructor, or earlier from the first malloc if
  * another library's constructor allocates first. It never allocates: no stdio,
  * no getenv, no dlsym. The statistics report runs from a destructor. */
-#include <pthread.h>
-
 #include "internal.h"
 
 uint64_t hak_secret;
 uint64_t hak_keys[3];
-__thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
 
-static pthread_key_t thread_key;
 static _Atomic int init_state;   /* 0: not started, 1: running, 2: done */
 
 static HAK_COLD void init_once(void) {
   HAK_TRACK_ENTER();
   hak_os_init();
   hak_options_init();
+  hak_ace_restart();
   hak_prof_init();
   hak_secret = hak_os_random() | 1u;
   if (HAK_SECURE) {
@@ -27,7 +24,7 @@ static HAK_COLD void init_once(void) {
   }
   hak_size_class_init();
   hak_arena_init();
-  if (pthread_key_create(&thread_key, hak_thread_done) != 0) {
+  if (!hak_os_thread_exit_init(hak_thread_done)) {
     hak_out_t o;
     hak_out_init(&o, NULL, NULL);
     hak_out_str(&o, "hakmem: cannot create the thread-exit key\n");
@@ -50,9 +47,6 @@ void hak_init(void) {
   while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) {
   }
 }
-
-/* Register the heap so that hak_thread_done runs when the thread exits. */
-void hak_thread_register(hak_heap_t *h) { pthread_setspecific(thread_key, h); }
 
 __attribute__((constructor)) static void hak_init_constructor(void) {
   hak_init();

@@ -24,40 +24,14 @@
  * this costs one test of hak_prof_on on malloc's slow path and the large
  * paths. */
 #include <errno.h>
-#include <signal.h>
 
 #include "internal.h"
-
-#define STACK_HEADS  16384            /* hash chains of distinct stacks */
-#define CHUNK_BYTES  ((size_t)256 << 10)
 
 bool hak_prof_on;
 hak_heap_t *hak_prof_heap;
 
-/* The samples of one size from one stack: pprof scales each line of the
- * profile by its mean size, which is then exact (size_key). */
-typedef struct prof_stack_s {
-  struct prof_stack_s *chain, *next;   /* hash chain; list of all, oldest last */
-  uint64_t hash, size;
-  uint64_t live_count, live_bytes, total_count, total_bytes;
-  uint32_t depth;
-  void    *frames[];
-} prof_stack_t;
-
-/* A sampled block: its address, its stack and the bytes it counted. */
-typedef struct prof_block_s {
-  uintptr_t addr;
-  prof_stack_t *stack;
-  uint64_t bytes;
-} prof_block_t;
-
 /* Everything below is under `lock`. */
 static _Atomic uint32_t lock;                    /* 0 free, 1 taken, 2 taken with waiters */
-static prof_stack_t **heads;
-static prof_stack_t *stacks;
-static char *chunk, *chunk_end;                  /* where new stacks are carved */
-static prof_block_t *blocks;
-static size_t blocks_cap, blocks_used;           /* a power of two; open addressing */
 static uint64_t dumps;                           /* sequence number of the next file */
 static _Atomic int dump_pending;                 /* the signal came while the lock was taken */
 
@@ -118,11 +92,6 @@ static int64_t draw_left(hak_heap_t *h) {
   return b >= 0x1p62 ? INT64_MAX : (int64_t)b;
 }
 
-static uint64_t mix(uint64_t x, uint64_t y) {
-  x = (x ^ y) * 0x9e3779b97f4a7c15ull;
-  return x ^ x >> 29;
-}
-
 /* The calling thread's stack, into the heap's memo: *frames, at least one
  * (an unknown one while stacks cannot be taken yet); their number. A stack
  * other than the heap's last one gets its hash and a new generation (the
@@ -141,121 +110,11 @@ static uint32_t capture(hak_prof_state_t *st, void *const **frames) {
   }
   if (!same) {
     uint64_t x = n;
-    for (uint32_t i = 0; i < n; i++) x = mix(x, (uintptr_t)(*frames)[i]);
+    for (uint32_t i = 0; i < n; i++) x = hak_prof_mix(x, (uintptr_t)(*frames)[i]);
     st->frames_hash = x;
     st->stack_gen++;
   }
   return n;
-}
-
-/* The record of a stack and size, new if it is the first of its kind;
- * NULL without memory. */
-static prof_stack_t *stack_find(void *const *frames, uint32_t depth, uint64_t frames_hash, uint64_t size) {
-  if (!heads && !(heads = hak_os_map(STACK_HEADS * sizeof *heads))) return NULL;
-  uint64_t hash = mix(frames_hash, size);
-  prof_stack_t **head = &heads[hash % STACK_HEADS];
-  for (prof_stack_t *s = *head; s; s = s->chain)
-    if (s->hash == hash && s->size == size && s->depth == depth && !memcmp(s->frames, frames, depth * sizeof(void *)))
-      return s;
-  size_t need = (sizeof(prof_stack_t) + depth * sizeof(void *) + 15) & ~(size_t)15;
-  if ((size_t)(chunk_end - chunk) < need) {
-    if (!(chunk = hak_os_map(CHUNK_BYTES))) return NULL;
-    chunk_end = chunk + CHUNK_BYTES;
-  }
-  prof_stack_t *s = (prof_stack_t *)chunk;
-  chunk += need;
-  s->hash = hash;
-  s->size = size;
-  s->depth = depth;
-  memcpy(s->frames, frames, depth * sizeof(void *));
-  s->chain = *head;
-  *head = s;
-  s->next = stacks;
-  stacks = s;
-  return s;
-}
-
-static size_t block_slot(uintptr_t addr) { return (size_t)((addr >> 4) * 0x9e3779b97f4a7c15ull >> 20) & (blocks_cap - 1); }
-
-/* Room for one more sampled block: the table doubles past half full. */
-static bool blocks_room(void) {
-  if (blocks_used + 1 <= blocks_cap / 2) return true;
-  size_t cap = blocks_cap ? 2 * blocks_cap : 1024;
-  prof_block_t *old = blocks, *table = hak_os_map(cap * sizeof *table);
-  if (!table) return false;
-  size_t old_cap = blocks_cap;
-  blocks = table;
-  blocks_cap = cap;
-  for (size_t i = 0; i < old_cap; i++) {
-    if (!old[i].addr) continue;
-    size_t j = block_slot(old[i].addr);
-    while (blocks[j].addr) j = (j + 1) & (cap - 1);
-    blocks[j] = old[i];
-  }
-  if (old) hak_os_unmap(old, old_cap * sizeof *old);
-  return true;
-}
-
-/* The record of a sampled allocation under the line key (its class's size,
- * or for large blocks their size rounded up to 8 steps per doubling: a
- * line per distinct large size would grow without bound; pprof scales a
- * line by the mean size of its blocks, within 12.5% of each one's) from
- * the stack frames, which the heap's state st took last; NULL without
- * memory. */
-static prof_stack_t *record_of(hak_prof_state_t *st, uint64_t key, void *const *frames, uint32_t depth) {
-  hak_prof_found_t *f = &st->found[(key * 0x9e3779b97f4a7c15ull) >> (64 - HAK_PROF_FOUND_BITS)];
-  prof_stack_t *s = f->stack;
-  if (f->gen != st->stack_gen || f->size != key || !s) {
-    s = stack_find(frames, depth, st->frames_hash, key);
-    *f = (hak_prof_found_t){st->stack_gen, key, s};
-  }
-  return s;
-}
-
-static void count_in(prof_stack_t *s, uint64_t bytes) {
-  s->live_count++;
-  s->live_bytes += bytes;
-  s->total_count++;
-  s->total_bytes += bytes;
-}
-
-static void count_out(prof_stack_t *s, uint64_t bytes) {
-  s->live_count--;
-  s->live_bytes -= bytes;
-}
-
-/* Record block p of a size class, asked for with `bytes` bytes, in the
- * blocks table (a large block keeps its record in its header:
- * hak_prof_large). */
-static void record(hak_prof_state_t *st, const void *p, uint64_t key, uint64_t bytes, void *const *frames, uint32_t depth) {
-  prof_stack_t *s = record_of(st, key, frames, depth);
-  if (!s || !blocks_room()) return;
-  size_t j = block_slot((uintptr_t)p);
-  while (blocks[j].addr) j = (j + 1) & (blocks_cap - 1);
-  blocks[j] = (prof_block_t){(uintptr_t)p, s, bytes};
-  blocks_used++;
-  count_in(s, bytes);
-}
-
-/* Forget block p (freed); backward-shift deletion keeps every probe
- * sequence unbroken. */
-static void forget(const void *p) {
-  if (!blocks_cap) return;
-  size_t j = block_slot((uintptr_t)p);
-  while (blocks[j].addr != (uintptr_t)p) {
-    if (!blocks[j].addr) return;
-    j = (j + 1) & (blocks_cap - 1);
-  }
-  count_out(blocks[j].stack, blocks[j].bytes);
-  blocks_used--;
-  for (size_t k = (j + 1) & (blocks_cap - 1); blocks[k].addr; k = (k + 1) & (blocks_cap - 1)) {
-    size_t home = block_slot(blocks[k].addr);
-    if (((k - home) & (blocks_cap - 1)) >= ((k - j) & (blocks_cap - 1))) {
-      blocks[j] = blocks[k];
-      j = k;
-    }
-  }
-  blocks[j].addr = 0;
 }
 
 /* A sampled block of class cls, from the profiler's heap; NULL if none. */
@@ -266,7 +125,7 @@ static void *sample_small(hak_heap_t *h, unsigned cls, size_t size) {
   prof_enter();
   void *p = NULL;
   if (hak_prof_heap || (hak_prof_heap = hak_heap_new(true))) p = hak_heap_pop(hak_prof_heap, cls, size);
-  if (p) record(h->prof, p, hak_class_size[cls], size, frames, depth);
+  if (p) hak_prof_record(h->prof, p, hak_class_size[cls], size, frames, depth);
   prof_leave();
   return p;
 }
@@ -305,7 +164,7 @@ void hak_prof_large(hak_large_t *hdr, size_t size) {
   in_prof = true;
   uint32_t depth = capture(h->prof, &frames);
   prof_enter();
-  if ((hdr->sample = record_of(h->prof, hak_round_eighths(size), frames, depth))) count_in(hdr->sample, size);
+  if ((hdr->sample = hak_prof_record_of(h->prof, hak_round_eighths(size), frames, depth))) hak_prof_count_in(hdr->sample, size);
   hdr->sample_bytes = size;
   prof_leave();
 }
@@ -317,7 +176,7 @@ void hak_prof_large(hak_large_t *hdr, size_t size) {
  * would carve a batch for one sample (hak_prof_trim returns the rest). */
 void hak_prof_free(void *p) {
   prof_enter();
-  forget(p);
+  hak_prof_forget_block(p);
   hak_heap_t *h = hak_prof_heap;
   hak_ucache_t *c = &h->cache[hak_unit_of(hak_ss_of(p), (uintptr_t)p)->cls];
 #if HAK_STAT >= 2
@@ -338,7 +197,7 @@ int hak_prof_trim(void) {
 
 void hak_prof_forget(hak_large_t *hdr) {
   prof_enter();
-  count_out(hdr->sample, hdr->sample_bytes);
+  hak_prof_count_out(hdr->sample, hdr->sample_bytes);
   prof_leave();
 }
 
@@ -353,55 +212,13 @@ void hak_prof_heap_init(hak_heap_t *h) {
 
 /* ---- the profile */
 
-/* "<count>: <bytes> [<count>: <bytes>] @" as pprof's heap profiles have it. */
-static void put_counts(hak_out_t *o, uint64_t live_n, uint64_t live_b, uint64_t total_n, uint64_t total_b) {
-  hak_out_u64w(o, live_n, 6);
-  hak_out_str(o, ": ");
-  hak_out_u64w(o, live_b, 8);
-  hak_out_str(o, " [");
-  hak_out_u64w(o, total_n, 6);
-  hak_out_str(o, ": ");
-  hak_out_u64w(o, total_b, 8);
-  hak_out_str(o, "] @");
-}
-
-/* The profile of the live sampled blocks (and the totals sampled since the
- * start) into fd; under the lock. */
-static void write_profile(int fd) {
-  hak_out_t o;
-  hak_out_init(&o, hak_write_fd, &fd);
-  uint64_t t[4] = {0, 0, 0, 0};
-  for (prof_stack_t *s = stacks; s; s = s->next) {
-    t[0] += s->live_count;
-    t[1] += s->live_bytes;
-    t[2] += s->total_count;
-    t[3] += s->total_bytes;
-  }
-  hak_out_str(&o, "heap profile: ");
-  put_counts(&o, t[0], t[1], t[2], t[3]);
-  hak_out_str(&o, " heap_v2/");
-  hak_out_u64(&o, (uint64_t)hak_opt(hak_option_prof_sample));
-  hak_out_str(&o, "\n");
-  for (prof_stack_t *s = stacks; s; s = s->next) {
-    if (!s->live_count && !s->total_count) continue;
-    put_counts(&o, s->live_count, s->live_bytes, s->total_count, s->total_bytes);
-    for (uint32_t i = 0; i < s->depth; i++) {
-      hak_out_str(&o, " ");
-      hak_out_hex(&o, (uintptr_t)s->frames[i]);
-    }
-    hak_out_str(&o, "\n");
-  }
-  hak_out_str(&o, "\nMAPPED_LIBRARIES:\n");
-  hak_out_flush(&o);
-}
-
 HAK_EXPORT int hak_prof_dump(const char *path) {
   hak_init();
   if (!hak_prof_on) return ENOENT;
   prof_enter();
   char name[4096];
   if (!path) {
-    const char *pattern = hak_option_get_string(hak_option_prof_file);
+    const char *pattern = hak_option_string(hak_option_prof_file);
     if (!hak_path_expand(pattern ? pattern : "hakmem.%p.%n.heap", dumps, name, sizeof name)) {
       prof_leave();
       return ENAMETOOLONG;
@@ -411,7 +228,7 @@ HAK_EXPORT int hak_prof_dump(const char *path) {
   }
   int fd = hak_os_open_write(path), err = fd < 0 ? EIO : 0;
   if (fd >= 0) {
-    write_profile(fd);
+    hak_prof_write(fd);
     hak_os_copy_file("/proc/self/maps", fd);
     hak_os_close(fd);
   }
@@ -440,13 +257,7 @@ void hak_prof_init(void) {
     hak_prof_on = false;
   }
   int sig = (int)hak_opt(hak_option_prof_signal);
-  if (hak_prof_on && sig) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigaction(sig, &sa, NULL);
-  }
+  if (hak_prof_on && sig) hak_os_on_signal(sig, on_signal);
 }
 
 /* From the constructor: loading the unwinder and its first call allocate;

@@ -1,6 +1,6 @@
 /* The unified cache slow paths: batch refill from the warm pool (or a fresh
  * slab) when a class's cache is empty, batch flush back to the slabs when it
- * is full. The fast paths themselves are inline in internal.h. */
+ * is full. The fast paths themselves are inline in fast_path.h. */
 #include <errno.h>
 
 #include "internal.h"
@@ -26,15 +26,6 @@ static void slab_accept(hak_slab_t *s, uint32_t first, uint32_t end) {
   }
 }
 
-/* A slab's free list is a chain of containers, as a remote-free batch is
- * (types.h): free blocks that hold the link to the next container (word 0),
- * their mark (word 1), a count k (word 2) and the addresses of k more free
- * blocks of the slab (words 3 ...). A flush writes a container's lines for
- * a run of blocks, not a link into each block, and a refill reads them:
- * the blocks listed stay untouched until malloc hands them out. A class
- * whose blocks are under HAK_BATCH_COUNTED bytes has no count: its
- * containers list nothing, a plain chain. */
-
 /* Secure build: stop unless p, a link or an address that container c of
  * slab s holds, is a block of s, and (listed) a free one. */
 static void container_check(hak_slab_t *s, void **c, void *p, bool listed) {
@@ -43,39 +34,6 @@ static void container_check(hak_slab_t *s, void **c, void *p, bool listed) {
   if (hak_ss_of(p) != ss || hak_slab_of(ss, a) != s || !hak_is_block(hak_unit_of(ss, a), a) ||
       (listed && ((uintptr_t *)p)[1] != hak_free_mark_at(p)))
     hak_fatal_corrupt("malloc", c);
-}
-
-/* Give the n free blocks blocks[] of class cls back to their slabs (owner
- * only), a run of blocks of one unit at a time (a program frees the blocks
- * it got together together, and a cache hands them out in runs): one
- * look-up of the slab, one test whether it empties. In a run, the first
- * block becomes a container listing as many of the next ones as it holds,
- * and so on. A slab that empties is released, one that was full goes to
- * the warm pool. */
-void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n) {
-  uint32_t room = hak_container_room(cls);
-  void **end = blocks + n;
-  for (void **b = blocks; b < end;) {
-    uintptr_t unit = (uintptr_t)*b >> HAK_UNIT_SHIFT;
-    hak_slab_t *s = hak_slab_of(hak_ss_of(*b), (uintptr_t)*b);
-    void **head = s->free, **first = b;
-    do {
-      void **c = *b++, **at = c + 3;
-      void **to = (uint32_t)(end - b) < room ? end : b + room;
-      hak_block_check_free(c, "free");
-      for (; b < to && (uintptr_t)*b >> HAK_UNIT_SHIFT == unit; b++, at++) {
-        hak_block_check_free(*b, "free");
-        *at = (void *)hak_link_encode(*b, at);
-      }
-      if (room) c[2] = (void *)(uintptr_t)(at - (c + 3));
-      c[0] = (void *)hak_link_encode(head, c);
-      head = c;
-    } while (b < end && (uintptr_t)*b >> HAK_UNIT_SHIFT == unit);
-    s->free = head;
-    HAK_COUNT(h->counters[cls].used_blocks, -(int64_t)(b - first));
-    s->used = (uint16_t)(s->used - (b - first));
-    if (HAK_UNLIKELY(s->used == 0 || s->in_full)) hak_slab_put_moved(h, s);
-  }
 }
 
 /* Move up to want free blocks of slab s into out[]: freed blocks first, then
@@ -135,15 +93,9 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
   return n;
 }
 
-/* Slow start: a heap's first refill of a class takes a page's worth of
- * blocks, at least 2 (a thread that needs a few blocks of a size touches
- * one page, not half a cache of them), each next one twice as many, up to
- * half the cache (half), where it stays. refill_ramp returns this refill's
- * batch. */
-uint32_t hak_refill_first(unsigned cls) {
-  return HAK_PAGE_BYTES / hak_class_size[cls] > 2 ? HAK_PAGE_BYTES / hak_class_size[cls] : 2;
-}
-
+/* Slow start: a heap's first refill of a class takes hak_refill_first
+ * blocks, each next one twice as many, up to half the cache (half), where
+ * it stays. refill_ramp returns this refill's batch. */
 static uint32_t refill_ramp(hak_heap_t *h, unsigned cls, uint32_t batch, uint32_t half) {
   if (!batch) batch = hak_refill_first(cls);
   if (batch > half) batch = half;

@@ -1,5 +1,7 @@
-/* Thread heaps: creation, adoption of heaps left by exited threads, the
- * warm pool and full list of each class, and the inbox of remote frees.
+/* Thread heaps: creation, the slow paths' token, adoption of heaps left by
+ * exited threads, and the SuperSlabs their emptied memory passes on
+ * (slab_list.c has their slabs' lists, inbox.c their remote frees, idle.c
+ * the sweeps of their idle inboxes and caches).
  *
  * A heap is never unmapped: a thread that exits returns its caches and empty
  * memory and marks its heap abandoned; the next new thread adopts it with the
@@ -10,11 +12,12 @@
 #include "internal.h"
 
 /* Every cache empty with capacity 0: all paths go slow. malloc's fast path
- * lowers the top of its cache 0 before it finds it empty (internal.h), so
+ * lowers the top of its cache 0 before it finds it empty (fast_path.h), so
  * that cache's items point past a slot of their own. */
 static void *empty_slot[2];
 hak_heap_t hak_heap_empty = {.cache = {[0] = {&empty_slot[1], &empty_slot[1], &empty_slot[1]}},
                              .cache_small = {[0 ... HAK_TINY_MAX / 16] = &hak_heap_empty.cache[0]}};
+__thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
 static _Atomic(hak_heap_t *) heaps;
 
 hak_heap_t *hak_heap_list(void) { return atomic_load(&heaps); }
@@ -44,279 +47,6 @@ bool hak_heap_enter(hak_heap_t *h) {
 
 void hak_heap_leave(hak_heap_t *h, bool entered) {
   if (entered) atomic_store_explicit(&h->slow, 0, memory_order_release);
-}
-
-/* ---- slab lists (warm pool and full list), owner only */
-
-static hak_slab_link_t *link_of(hak_slab_t *s) {
-  hak_superslab_t *ss = hak_slab_ss(s);
-  return &ss->links[s - hak_ss_slabs(ss)];
-}
-
-void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s) {
-  hak_slab_link_t *l = link_of(s);
-  l->prev = NULL;
-  l->next = *list;
-  if (*list) link_of(*list)->prev = s;
-  *list = s;
-}
-
-void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
-  hak_slab_link_t *l = link_of(s);
-  if (l->prev) link_of(l->prev)->next = l->next;
-  else *list = l->next;
-  if (l->next) link_of(l->next)->prev = l->prev;
-  l->next = l->prev = NULL;
-}
-
-/* ---- remote frees: other threads push batches of this heap's blocks on
- * the inbox of their class (free.c); the owner takes them in here */
-
-/* Secure build: stop unless p, found in container c of a remote-free batch
- * of class cls for heap h, is a free block of one of h's slabs of that
- * class. The report names c, the block whose words were overwritten. */
-static void remote_check(hak_heap_t *h, unsigned cls, const void *c, const void *p) {
-  uintptr_t a = (uintptr_t)p;
-  if (hak_registry_kind(a) == HAK_REG_SUPERSLAB) {
-    hak_superslab_t *ss = hak_ss_of(p);
-    hak_slab_t *u = hak_unit_of(ss, a);
-    if (ss->owner == h && u->cls == cls && hak_is_block(u, a) && ((const uintptr_t *)p)[1] == hak_free_mark(u)) return;
-  }
-  hak_fatal_corrupt("malloc", c);
-}
-
-/* Secure build: check container c, its link to the next one, its count k
- * and the k addresses it lists, which it decodes in place (its link stays
- * encoded: take_remote follows it once more). */
-static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void **next, uint32_t k) {
-  remote_check(h, cls, c, c);
-  if (next) remote_check(h, cls, c, next);
-  if (k > h->outgoing[cls].room) hak_fatal_corrupt("malloc", c);
-  for (uint32_t i = 0; i < k; i++) {
-    c[3 + i] = hak_link_decode((uintptr_t)c[3 + i], &c[3 + i]);
-    remote_check(h, cls, c, c[3 + i]);
-  }
-}
-
-/* Take the inbox of class cls: up to room blocks into out[] (they stay in
- * use as far as their slabs know, like any cached block), the rest back to
- * their slabs. The inbox holds the newest container first, and a container
- * lists the blocks freed after it. The blocks are laid so that the cache,
- * popped from its top, hands out the most recently freed first, as it does
- * with its own thread's frees: a count of the chain first, then out[] is
- * filled from its end, the newest batch's last block on top; what does not
- * fit (the oldest) goes back to its slabs (with room 0, all of them, in one
- * walk): a consumer thread that reads the blocks it gets finds the newest
- * in its cache (docs/design/tuning.md, "Remote-free batches"). A
- * container goes after the blocks it lists:
- * returning it may empty its slab, whose pages may then be decommitted.
- * Returns the number put in out[]. */
-uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room) {
-  if (!atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) return 0;
-  void **first = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
-  bool counted = hak_batch_counted(cls);
-  uint32_t n = 0;
-  if (room)   /* out[] is filled from its end: the count first */
-    for (void **c = first, **next; c; c = next) {
-      next = hak_link_decode((uintptr_t)c[0], c);
-      uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
-      if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
-      n += k + 1;
-    }
-  uint32_t taken = n < room ? n : room, at = taken;
-  for (void **c = first, **next; c; c = next) {
-    next = hak_link_decode((uintptr_t)c[0], c);
-    uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
-    if (!room) {   /* all back to the slabs: one walk */
-      if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
-      n += k + 1;
-    }
-    if (HAK_SECURE) c[0] = (void *)hak_link_end(c);   /* a free block of a cache */
-    uint32_t t = k < at ? k : at, i = k - t;   /* its newest t on top of out[], in order */
-    if (t) {   /* out is NULL with room 0 */
-      memcpy(out + at - t, c + 3 + i, t * sizeof *out);
-      at -= t;
-    }
-    if (i) hak_slab_put_runs(h, cls, c + 3, i);   /* the oldest i it lists */
-    if (at) out[--at] = c;
-    else hak_slab_put_local(h, c);
-  }
-  HAK_COUNT(h->counters[cls].remote_received, n);
-  return taken;
-}
-
-void hak_heap_collect_all(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++)
-    if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) hak_heap_take_remote(h, c, NULL, 0);
-}
-
-/* The look at the heaps in use (hak_heap_reclaim_others): 0 open, 1
- * taking a heap's inboxes and caches, 2 closed while a fork is under way
- * (the child would find a heap half changed by a thread it lacks). */
-static _Atomic int collector;
-
-void hak_heap_fork_prepare(void) {
-  int open = 0;
-  while (!atomic_compare_exchange_weak(&collector, &open, 2)) {
-    open = 0;
-    hak_os_yield();
-  }
-}
-
-void hak_heap_fork_done(void) { atomic_store(&collector, 0); }
-
-/* Take the inboxes of heap h, in use by another thread, back to their
- * slabs, and with drain its caches and batches of remote frees too
- * (drain.c; *sent counts the batches it sent), holding the heap's token
- * (above) and the collector (so that a fork waits for it); false if h's
- * thread is in its slow paths (it takes them itself) or, with wait false,
- * another collector is at work. */
-static bool reclaim_other(hak_heap_t *h, bool wait, bool drain, uint32_t *sent) {
-  int open = 0;
-  while (!atomic_compare_exchange_strong(&collector, &open, 1)) {
-    if (!wait || open == 2) return false;
-    open = 0;
-    hak_os_yield();
-  }
-  uintptr_t none = 0;
-  bool taken = atomic_compare_exchange_strong_explicit(&h->slow, &none, hak_thread_id(), memory_order_acquire,
-                                                       memory_order_relaxed);
-  if (taken) {
-    if (atomic_load(&h->state) == HAK_HEAP_ACTIVE) {
-      hak_heap_collect_all(h);
-      if (drain && h->thread) *sent += hak_heap_drain(h);
-    }
-    atomic_store_explicit(&h->slow, 0, memory_order_release);
-  }
-  atomic_store(&collector, 0);
-  return taken;
-}
-
-static bool inbox_any(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++)
-    if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) return true;
-  return false;
-}
-
-/* The sum of the tops of h's caches that hold blocks and of the next
- * slots of its batches of remote frees that hold some (0: none), read
- * while its thread may move them (a guess, which ThreadSanitizer is told
- * not to check: its slow paths move them with plain stores): it changes
- * with every malloc and free but the pairs that undo each other. */
-__attribute__((no_sanitize("thread"))) static uint64_t held_sum(hak_heap_t *h) {
-  uint64_t sum = 0;
-  for (unsigned c = 0; c < HAK_CACHED_CLASSES; c++) {
-    const volatile hak_ucache_t *k = &h->cache[c];
-    void **top = k->top;
-    if (top > k->items) sum += (uintptr_t)top;
-  }
-  for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    const volatile hak_remote_batch_t *b = &h->outgoing[c];
-    if (b->head) sum += (uintptr_t)b->slot + b->count;
-  }
-  return sum;
-}
-
-/* The purger drains the caches of a heap in use once they and its
- * slow-path visits stayed as they were for this long, or for the purge
- * delay if longer, and looks again then while they hold blocks: a thread
- * that sleeps gives its caches back within two of these. */
-#define IDLE_LOOK_MS 1000
-
-/* Blocks that other threads free wait in their owner's inboxes until its
- * thread reaches a slow path, and blocks it freed itself wait in its
- * caches; a thread that waits (a main thread in pthread_join, a listener
- * in accept, a pool's idle worker) would keep them, and the slabs they
- * hold, for as long as it waits (docs/design/tuning.md, "Sweeping the
- * idle"). So the purger, at each pass, takes
- * back to their slabs the inboxes of the heaps whose thread entered no
- * slow path since its last pass, and the caches of those whose caches and
- * visits stayed the same for IDLE_LOOK_MS (reclaim_other); the slabs that
- * empty go back to the OS after the usual delays. With all (malloc_trim),
- * the inboxes and caches of every heap in use by another thread that is
- * not in its slow paths. Returns when the purger should look again (0: no
- * need): at once for inboxes left to a busy heap, else while a heap holds
- * cached blocks. */
-static uint64_t reclaim_round(bool all, uint32_t *sent) {
-  uint64_t now = hak_os_now_ms(), next = 0;
-  uint64_t idle = hak_release_delay() > IDLE_LOOK_MS ? hak_release_delay() : IDLE_LOOK_MS;
-  for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap) {
-    if (h == hak_prof_heap || h == hak_tls_heap || atomic_load_explicit(&h->state, memory_order_relaxed) != HAK_HEAP_ACTIVE)
-      continue;
-    bool any = inbox_any(h), busy = false, drain = all;
-    if (!all) {   /* visits_seen, held_seen and seen_since are the purger's */
-      uint32_t visits = atomic_load_explicit(&h->visits, memory_order_relaxed);
-      uint64_t held = held_sum(h);
-      busy = visits != h->visits_seen;
-      if (busy || held != h->held_seen) h->seen_since = now;
-      h->visits_seen = visits;
-      h->held_seen = held;
-      drain = held && now - h->seen_since >= idle;
-      if (held && !drain) next = hak_deadline_min(next, h->seen_since + idle);
-    }
-    if ((any && !busy) || drain) {
-      if (!reclaim_other(h, all, drain, sent) && any) next = hak_deadline_min(next, now + 1);
-    } else if (any) {
-      next = hak_deadline_min(next, now + 1);
-    }
-  }
-  return next;
-}
-
-uint64_t hak_heap_reclaim_others(bool all) {
-  uint32_t sent = 0;
-  uint64_t next = reclaim_round(all, &sent);
-  /* The batches sent wait in their owners' inboxes: a trim takes them now
-   * (those of its own heap are its caller's), the purger at its next pass. */
-  if (sent && all) return reclaim_round(true, &sent);
-  return sent ? hak_deadline_min(next, hak_os_now_ms() + 1) : next;
-}
-
-/* A cache goes back to its slabs when IDLE_SWEEPS sweeps in a row found it
- * the same and it holds at least IDLE_MIN_BYTES: smaller caches hold less
- * than a unit, and a class that gives its slab back and takes another one
- * later touches the pages of another unit: a program that uses some
- * classes a block at a time would spread over more pages
- * (docs/design/tuning.md, "Sweeping the idle"). */
-#define IDLE_SWEEPS    2
-#define IDLE_MIN_BYTES (32u << 10)
-
-/* Was the class's cache idle since the last sweep? True when it is found
- * as then: the same top, the same block on it and the same item above it,
- * which every free at that height overwrites. Only a program that
- * allocates and frees the same block in turn, or the ones on top again in
- * the same order, leaves all three as they were; its cache costs a refill
- * when it goes back. Slow-path visits do not tell: a cache that the program
- * fills and drains at random visits them once in hundreds of its
- * operations. */
-static bool cache_idle(hak_ucache_t *k, hak_cache_look_t *look) {
-  void *above = k->top < k->end ? k->top[0] : NULL;
-  if (k->top == look->top && k->top[-1] == look->block && above == look->above) return ++look->same >= IDLE_SWEEPS;
-  *look = (hak_cache_look_t){k->top, k->top[-1], above, 0};
-  return false;
-}
-
-static bool cache_big(const hak_ucache_t *k, unsigned cls) {
-  return (size_t)(k->top - k->items) * hak_class_size[cls] >= IDLE_MIN_BYTES;
-}
-
-/* The release tick's sweep, every REMOTE_COLLECT_EVERY slow-path visits
- * (release.c):
- * - the inboxes of the classes whose cache has not refilled since the last
- *   sweep go back to their slabs, which may then empty. A class in use
- *   takes its inbox at its next refill, into its cache in the order the
- *   blocks were freed: swept onto slab free lists, they would come back
- *   shuffled (docs/design/tuning.md, "Remote-free batches");
- * - the caches of idle classes go back to their slabs (hak_cache_return):
- *   a thread that moved on to other sizes no longer keeps a cache's worth
- *   of each size it used, nor the slabs those blocks sit in. */
-void hak_heap_collect_idle(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    if (!(h->refilled[c / 64] >> (c % 64) & 1) && atomic_load_explicit(&h->inbox[c], memory_order_relaxed))
-      hak_heap_take_remote(h, c, NULL, 0);
-    if (cache_big(&h->cache[c], c) && cache_idle(&h->cache[c], &h->looks[c])) hak_cache_return(h, c);
-  }
-  memset(h->refilled, 0, sizeof h->refilled);
 }
 
 /* ---- lifecycle */
@@ -424,7 +154,7 @@ HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {
   bool entered = hak_heap_enter(h);
   heap_set_thread(h, hak_thread_id());
   hak_tls_heap = h;
-  hak_thread_register(h);
+  hak_os_thread_exit_arg(h);   /* hak_thread_done(h) when the thread exits (init.c set the hook) */
   hak_purger_install();
   hak_purger_thread_started();
   hak_heap_collect_all(h);

@@ -1,0 +1,82 @@
+/* The inbox of remote frees: other threads push batches of a heap's blocks
+ * on the inbox of their class (free.c); the owner takes them in here, into
+ * its cache or back to their slabs. */
+#include "internal.h"
+
+/* Secure build: stop unless p, found in container c of a remote-free batch
+ * of class cls for heap h, is a free block of one of h's slabs of that
+ * class. The report names c, the block whose words were overwritten. */
+static void remote_check(hak_heap_t *h, unsigned cls, const void *c, const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if (hak_registry_kind(a) == HAK_REG_SUPERSLAB) {
+    hak_superslab_t *ss = hak_ss_of(p);
+    hak_slab_t *u = hak_unit_of(ss, a);
+    if (ss->owner == h && u->cls == cls && hak_is_block(u, a) && ((const uintptr_t *)p)[1] == hak_free_mark(u)) return;
+  }
+  hak_fatal_corrupt("malloc", c);
+}
+
+/* Secure build: check container c, its link to the next one, its count k
+ * and the k addresses it lists, which it decodes in place (its link stays
+ * encoded: take_remote follows it once more). */
+static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void **next, uint32_t k) {
+  remote_check(h, cls, c, c);
+  if (next) remote_check(h, cls, c, next);
+  if (k > h->outgoing[cls].room) hak_fatal_corrupt("malloc", c);
+  for (uint32_t i = 0; i < k; i++) {
+    c[3 + i] = hak_link_decode((uintptr_t)c[3 + i], &c[3 + i]);
+    remote_check(h, cls, c, c[3 + i]);
+  }
+}
+
+/* Take the inbox of class cls: up to room blocks into out[] (they stay in
+ * use as far as their slabs know, like any cached block), the rest back to
+ * their slabs. The inbox holds the newest container first, and a container
+ * lists the blocks freed after it. The blocks are laid so that the cache,
+ * popped from its top, hands out the most recently freed first, as it does
+ * with its own thread's frees: a count of the chain first, then out[] is
+ * filled from its end, the newest batch's last block on top; what does not
+ * fit (the oldest) goes back to its slabs (with room 0, all of them, in one
+ * walk): a consumer thread that reads the blocks it gets finds the newest
+ * in its cache (docs/design/tuning.md, "Remote-free batches"). A
+ * container goes after the blocks it lists:
+ * returning it may empty its slab, whose pages may then be decommitted.
+ * Returns the number put in out[]. */
+uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room) {
+  if (!atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) return 0;
+  void **first = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
+  bool counted = hak_batch_counted(cls);
+  uint32_t n = 0;
+  if (room)   /* out[] is filled from its end: the count first */
+    for (void **c = first, **next; c; c = next) {
+      next = hak_link_decode((uintptr_t)c[0], c);
+      uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
+      if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
+      n += k + 1;
+    }
+  uint32_t taken = n < room ? n : room, at = taken;
+  for (void **c = first, **next; c; c = next) {
+    next = hak_link_decode((uintptr_t)c[0], c);
+    uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
+    if (!room) {   /* all back to the slabs: one walk */
+      if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
+      n += k + 1;
+    }
+    if (HAK_SECURE) c[0] = (void *)hak_link_end(c);   /* a free block of a cache */
+    uint32_t t = k < at ? k : at, i = k - t;   /* its newest t on top of out[], in order */
+    if (t) {   /* out is NULL with room 0 */
+      memcpy(out + at - t, c + 3 + i, t * sizeof *out);
+      at -= t;
+    }
+    if (i) hak_slab_put_runs(h, cls, c + 3, i);   /* the oldest i it lists */
+    if (at) out[--at] = c;
+    else hak_slab_put_local(h, c);
+  }
+  HAK_COUNT(h->counters[cls].remote_received, n);
+  return taken;
+}
+
+void hak_heap_collect_all(hak_heap_t *h) {
+  for (unsigned c = 0; c < HAK_CLASSES; c++)
+    if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) hak_heap_take_remote(h, c, NULL, 0);
+}

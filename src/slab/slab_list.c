@@ -1,0 +1,69 @@
+/* Slab lists: a heap's warm pool and full list of each class, doubly
+ * linked through the links in their SuperSlab's header, so that a slab
+ * leaves its list in constant time; and each slab's free list, which
+ * blocks go back to in runs. Only the owning heap's thread (or the holder
+ * of its token) changes them: no atomics. */
+#include "internal.h"
+
+static hak_slab_link_t *link_of(hak_slab_t *s) {
+  hak_superslab_t *ss = hak_slab_ss(s);
+  return &ss->links[s - hak_ss_slabs(ss)];
+}
+
+void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s) {
+  hak_slab_link_t *l = link_of(s);
+  l->prev = NULL;
+  l->next = *list;
+  if (*list) link_of(*list)->prev = s;
+  *list = s;
+}
+
+void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
+  hak_slab_link_t *l = link_of(s);
+  if (l->prev) link_of(l->prev)->next = l->next;
+  else *list = l->next;
+  if (l->next) link_of(l->next)->prev = l->prev;
+  l->next = l->prev = NULL;
+}
+
+/* A slab's free list is a chain of containers, as a remote-free batch is
+ * (types.h): free blocks that hold the link to the next container (word 0),
+ * their mark (word 1), a count k (word 2) and the addresses of k more free
+ * blocks of the slab (words 3 ...). A flush writes a container's lines for
+ * a run of blocks, not a link into each block, and a refill reads them:
+ * the blocks listed stay untouched until malloc hands them out. A class
+ * whose blocks are under HAK_BATCH_COUNTED bytes has no count: its
+ * containers list nothing, a plain chain. */
+
+/* Give the n free blocks blocks[] of class cls back to their slabs (owner
+ * only), a run of blocks of one unit at a time (a program frees the blocks
+ * it got together together, and a cache hands them out in runs): one
+ * look-up of the slab, one test whether it empties. In a run, the first
+ * block becomes a container listing as many of the next ones as it holds,
+ * and so on. A slab that empties is released, one that was full goes to
+ * the warm pool. */
+void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n) {
+  uint32_t room = hak_container_room(cls);
+  void **end = blocks + n;
+  for (void **b = blocks; b < end;) {
+    uintptr_t unit = (uintptr_t)*b >> HAK_UNIT_SHIFT;
+    hak_slab_t *s = hak_slab_of(hak_ss_of(*b), (uintptr_t)*b);
+    void **head = s->free, **first = b;
+    do {
+      void **c = *b++, **at = c + 3;
+      void **to = (uint32_t)(end - b) < room ? end : b + room;
+      hak_block_check_free(c, "free");
+      for (; b < to && (uintptr_t)*b >> HAK_UNIT_SHIFT == unit; b++, at++) {
+        hak_block_check_free(*b, "free");
+        *at = (void *)hak_link_encode(*b, at);
+      }
+      if (room) c[2] = (void *)(uintptr_t)(at - (c + 3));
+      c[0] = (void *)hak_link_encode(head, c);
+      head = c;
+    } while (b < end && (uintptr_t)*b >> HAK_UNIT_SHIFT == unit);
+    s->free = head;
+    HAK_COUNT(h->counters[cls].used_blocks, -(int64_t)(b - first));
+    s->used = (uint16_t)(s->used - (b - first));
+    if (HAK_UNLIKELY(s->used == 0 || s->in_full)) hak_slab_put_moved(h, s);
+  }
+}
