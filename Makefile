@@ -274,7 +274,7 @@ $(T)/checker_asan_glibc: tests/checker_target.c | $(T)
 	$(CC) $(TEST_CFLAGS) -fsanitize=address -fno-omit-frame-pointer -o $@ $< -lpthread
 $(T)/fuzz_shim.so: tests/fuzz_shim.c | $(T)
 	$(CC) $(CSTD) $(WARN) -O1 -g -fPIC -shared -o $@ $<
-$(T)/%: tests/%.cc $(B)/libhakmem.so | $(T)
+$(T)/%: tests/%.cc tests/check.h $(B)/libhakmem.so | $(T)
 	$(CXX) -std=c++17 -O1 -g -Wall -Iinclude -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread
 $(T):
 	mkdir -p $@
