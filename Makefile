@@ -276,18 +276,21 @@ $(T)/checker_asan_glibc: tests/checker_target.c | $(T)
 	$(CC) $(TEST_CFLAGS) -fsanitize=address -fno-omit-frame-pointer -o $@ $< -lpthread
 $(T)/fuzz_shim.so: tests/fuzz_shim.c | $(T)
 	$(CC) $(CSTD) $(WARN) -O1 -g -fPIC -shared -o $@ $<
-$(T)/%: tests/%.cc $(B)/libhakmem.so | $(T)
+$(T)/%: tests/%.cc tests/check.h $(B)/libhakmem.so | $(T)
 	$(CXX) -std=c++17 -O1 -g -Wall -Iinclude -o $@ $< -L$(B) -Wl,-rpath,$(abspath $(B)) -lhakmem -lpthread
 $(T):
 	mkdir -p $@
 
 TESTS_C   := $(filter-out test_secure,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
+# the tests of internals (tests/internals.h), run plain and without the arena (tests/run.sh)
+INTERNAL_TESTS := test_classes test_superslab test_remote test_cache test_large test_purge test_heaps test_prof_internals
+$(addprefix $(T)/,$(INTERNAL_TESTS)): tests/internals.h
 SECURE_TESTS := test_secure test_api test_invalid test_stress test_churn test_fork test_large_race test_reclaim test_drain
 TESTS_CXX := $(patsubst tests/%.cc,%,$(wildcard tests/test_*.cc))
 SAN_TESTS := test_api test_stress test_churn test_reclaim test_drain
 TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
              $(addprefix $(T)/dyn_,test_api test_stress test_prof) \
-             $(addprefix $(T)/ubsan_,$(filter-out test_internal,$(TESTS_C))) \
+             $(addprefix $(T)/ubsan_,$(filter-out $(INTERNAL_TESTS),$(TESTS_C))) \
              $(addprefix $(T)/asan_,$(SAN_TESTS)) $(addprefix $(T)/tsan_,test_stress test_churn test_large_race test_release test_reclaim test_drain) \
              $(T)/stat2_test_stats $(T)/stat2_test_prof $(T)/fuzz $(T)/fuzz_glibc $(T)/fuzz_shim.so \
              $(addprefix $(T)/secure_,$(SECURE_TESTS) fuzz) $(B)/secure/libhakmem-secure.so \

@@ -2,7 +2,8 @@
  *
  * CHECK(cond, fmt, ...) counts a pass or prints a failure with its location.
  * test_done() prints "RESULT <passed> <failed>" (parsed by tests/run.sh) and
- * returns the process exit status.
+ * returns the process exit status. RUN_CASES() is the main() of a program
+ * made of named cases, any of which runs on its own ("test_api realloc").
  *
  * The T_* names call the standard malloc family, or the hak_* API when built
  * with -DTEST_VIA_HAK (the ASan/TSan builds, where the override is off).
@@ -40,6 +41,64 @@ static inline int test_done(const char *name) {
   fflush(stdout);
   return check_failed ? 1 : 0;
 }
+
+/* A test program's cases, so that one can run on its own: with no
+ * arguments every case runs; with arguments, the cases whose name contains
+ * one of them; "--list" prints the names. An argument that no name contains
+ * prints the names and fails, so that a mistyped case is not a pass. */
+typedef struct {
+  const char *name;
+  void (*run)(void);
+} test_case_t;
+
+static int case_argc;
+static char **case_argv;
+
+/* 1 if the case of this name is to run. */
+static inline int case_chosen(const char *name) {
+  if (case_argc < 2) return 1;
+  for (int i = 1; i < case_argc; i++)
+    if (strstr(name, case_argv[i])) return 1;
+  return 0;
+}
+
+static inline const char *case_name(const void *table, size_t size, size_t k) {
+  return *(const char *const *)((const char *)table + k * size);
+}
+
+/* Takes the program's arguments as case names, for a table of n cases of
+ * size bytes each whose first member is the name (a test_case_t, or a
+ * program's own case type). Returns -1 if the chosen cases are to run,
+ * else the exit status: 0 after --list, 2 after an argument that names no
+ * case. */
+static inline int cases_from_args(int argc, char **argv, const void *table, size_t n, size_t size) {
+  case_argc = argc;
+  case_argv = argv;
+  int list = argc == 2 && strcmp(argv[1], "--list") == 0, unknown = 0;
+  for (int i = 1; i < argc && !list; i++) {
+    size_t k = 0;
+    while (k < n && !strstr(case_name(table, size, k), argv[i])) k++;
+    if (k == n) {
+      fprintf(stderr, "%s: no case name contains \"%s\"\n", argv[0], argv[i]);
+      unknown = 1;
+    }
+  }
+  if (!list && !unknown) return -1;
+  if (unknown) fprintf(stderr, "the cases are:\n");
+  for (size_t k = 0; k < n; k++) fprintf(list ? stdout : stderr, "%s\n", case_name(table, size, k));
+  return unknown ? 2 : 0;
+}
+
+/* main() of a program made of cases: runs the chosen ones and prints the
+ * RESULT line. */
+static inline int run_cases(const char *name, const test_case_t *cases, size_t n, int argc, char **argv) {
+  int status = cases_from_args(argc, argv, cases, n, sizeof *cases);
+  if (status >= 0) return status;
+  for (size_t k = 0; k < n; k++)
+    if (case_chosen(cases[k].name)) cases[k].run();
+  return test_done(name);
+}
+#define RUN_CASES(name, cases, argc, argv) run_cases(name, cases, sizeof(cases) / sizeof((cases)[0]), argc, argv)
 
 /* n scaled by the STRESS_SCALE environment variable, in percent (default
  * 100; 0 or less counts as 1); tests/run.sh sets 10 for the ASan/TSan runs. */
@@ -126,7 +185,8 @@ static inline int run_self(const char *const *env, char *out, size_t out_size, c
   if (pid == 0) {
     dup2(po[1], 1);
     dup2(pe[1], 2);
-    char *argv[] = {"child", "--child", NULL};
+    char arg0[] = "child", arg1[] = "--child";   /* not literals: C++ (test_cxx) has them const */
+    char *argv[] = {arg0, arg1, NULL};
     execve("/proc/self/exe", argv, (char *const *)env);
     _exit(127);
   }

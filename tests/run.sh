@@ -2,7 +2,8 @@
 # Test runner behind `make test`.
 #
 # Runs every test binary in build/test/ (release, then dyn_, ubsan_, asan_,
-# tsan_, stat2_ and secure_ variants), three of them again without the SuperSlab arena
+# tsan_, stat2_ and secure_ variants), the tests of internals (Makefile,
+# INTERNAL_TESTS), test_api and test_stress again without the SuperSlab arena
 # (noarena_), the fuzzer (tests/fuzz.sh) under each profile with and without
 # the arena, on the secure build and with heap profiling on, and its planted-bug check (tests/fuzz_plant.sh), the smoke test,
 # a correctness run of the benchmarks (bench/smoke.sh), memcheck on the
@@ -95,7 +96,8 @@ for prefix in "${VARIANTS[@]}"; do
 done
 # Without the arena: an address-space limit refuses its reservation, so
 # SuperSlabs are mapped one by one and free finds them through the registry.
-for t in test_internal test_api test_stress; do
+for t in test_classes test_superslab test_remote test_cache test_large test_purge test_heaps test_prof_internals \
+  test_api test_stress; do
   bin=$TESTS/$t
   [ -x "$bin" ] || continue
   start=$SECONDS

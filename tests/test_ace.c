@@ -404,19 +404,22 @@ static void *second_thread(void *arg) {
   return arg;
 }
 
-int main(void) {
+static const test_case_t cases[] = {
+    {"converges", test_converges},
+    {"relaxes", test_relaxes},
+    {"bounds", test_bounds},
+    {"no_oscillation", test_no_oscillation},
+    {"purge_delay_follows_retaking", test_purge_delay_follows_retaking},
+    {"bigcache_delay_follows_reuse", test_bigcache_delay_follows_reuse},
+    {"bigcache_budget", test_bigcache_budget},
+    {"bigcache_budget_large_blocks", test_bigcache_budget_large_blocks},
+    {"bigcache_budget_one_refusal", test_bigcache_budget_one_refusal},
+    {"bigcache_budget_refusal_then_miss", test_bigcache_budget_refusal_then_miss},
+    {"report", test_report},
+};
+
+int main(int argc, char **argv) {
   pthread_t t;
   pthread_create(&t, NULL, second_thread, NULL);
-  test_converges();
-  test_relaxes();
-  test_bounds();
-  test_no_oscillation();
-  test_purge_delay_follows_retaking();
-  test_bigcache_delay_follows_reuse();
-  test_bigcache_budget();
-  test_bigcache_budget_large_blocks();
-  test_bigcache_budget_one_refusal();
-  test_bigcache_budget_refusal_then_miss();
-  test_report();
-  return test_done("test_ace");
+  return RUN_CASES("test_ace", cases, argc, argv);
 }

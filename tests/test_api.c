@@ -695,23 +695,26 @@ static void test_hak_names(void) {
 }
 #endif
 
-int main(void) {
-  test_malloc_zero();
-  test_small_sizes();
-  test_realloc_steps();
-  test_big_sizes();
-  test_realloc_chain();
-  test_calloc_dirty();
-  test_overflow();
-  test_realloc_edge();
-  test_aligned();
-  test_misc();
-  test_trim_reuse();
-  test_reuse();
-  test_random_churn();
-  test_errno();
+static const test_case_t cases[] = {
+    {"malloc_zero", test_malloc_zero},
+    {"small_sizes", test_small_sizes},
+    {"realloc_steps", test_realloc_steps},
+    {"big_sizes", test_big_sizes},
+    {"realloc_chain", test_realloc_chain},
+    {"calloc_dirty", test_calloc_dirty},
+    {"overflow", test_overflow},
+    {"realloc_edge", test_realloc_edge},
+    {"aligned", test_aligned},
+    {"misc", test_misc},
+    {"trim_reuse", test_trim_reuse},
+    {"reuse", test_reuse},
+    {"random_churn", test_random_churn},
+    {"errno", test_errno},
 #ifndef TEST_VIA_HAK
-  test_hak_names();
+    {"hak_names", test_hak_names},
 #endif
-  return test_done("api");
+};
+
+int main(int argc, char **argv) {
+  return RUN_CASES("api", cases, argc, argv);
 }

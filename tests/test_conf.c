@@ -36,15 +36,15 @@ static int child(void) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--child") == 0) return child();
-
+static void test_program_list(void) {
   const char *none[] = {NULL};
   run(none);
   CHECK(err[0] == 0, "the program's own options warned: %s", err);
   CHECK(value("PROFILE") == HAK_PROFILE_LEAN && value("PURGE_DELAY_MS") == 33 && value("CACHE_MAX") == 20,
         "the program's hakmem_options not applied: %s", out);
+}
 
+static void test_env_list(void) {
   const char *list[] = {"HAKMEM_OPTIONS=purge_delay_ms=44,profile=fast,stats_file=/tmp/a,b.txt", NULL};
   run(list);
   CHECK(value("PROFILE") == HAK_PROFILE_FAST && value("PURGE_DELAY_MS") == 44 && value("CACHE_MAX") == 20,
@@ -52,13 +52,17 @@ int main(int argc, char **argv) {
   CHECK(strstr(out, "STATS_FILE=/tmp/a\n") != NULL, "a string option of the list: %s", out);
   CHECK(strstr(err, "hakmem: warning: unknown option b.txt in HAKMEM_OPTIONS ignored\n") != NULL,
         "a comma ends an entry: %s", err);
+}
 
+static void test_variable_over_list(void) {
   const char *both[] = {"HAKMEM_OPTIONS=purge_delay_ms=44,stats=1", "HAKMEM_PURGE_DELAY_MS=55", NULL};
   run(both);
   CHECK(value("PURGE_DELAY_MS") == 55 && value("STATS") == 1 && value("PROFILE") == HAK_PROFILE_LEAN,
         "a variable of its own does not override HAKMEM_OPTIONS: %s", out);
   CHECK(strstr(err, "hakmem statistics") != NULL, "stats=1 in the list printed no report: %s", err);
+}
 
+static void test_bad_entries(void) {
   const char *bad[] = {"HAKMEM_OPTIONS=purge_delay_ms=soon,nope=1,,profile=turbo", NULL};
   run(bad);
   CHECK(strcmp(err, "hakmem: warning: HAKMEM_OPTIONS: PROFILE=turbo is not one of fast|balanced|lean|auto; using lean\n"
@@ -66,5 +70,16 @@ int main(int argc, char **argv) {
                     "hakmem: warning: unknown option nope in HAKMEM_OPTIONS ignored\n") == 0,
         "warnings for the list's bad entries: %s", err);
   CHECK(value("PURGE_DELAY_MS") == 33 && value("PROFILE") == HAK_PROFILE_LEAN, "bad entries changed values: %s", out);
-  return test_done("conf");
+}
+
+static const test_case_t cases[] = {
+    {"program_list", test_program_list},
+    {"env_list", test_env_list},
+    {"variable_over_list", test_variable_over_list},
+    {"bad_entries", test_bad_entries},
+};
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--child") == 0) return child();
+  return RUN_CASES("conf", cases, argc, argv);
 }

@@ -11,18 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "hakmem.h"
-
-static int passed, failed;
-#define CHECK(cond, msg)                                                  \
-  do {                                                                    \
-    if (cond) {                                                           \
-      passed++;                                                           \
-    } else {                                                              \
-      failed++;                                                           \
-      std::fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #cond, msg); \
-    }                                                                     \
-  } while (0)
+#include "check.h"
 
 static bool from_hakmem(void *fn) {
   Dl_info info;
@@ -39,12 +28,14 @@ static void handler() {
   std::set_new_handler(nullptr);  // next failure throws
 }
 
-int main() {
+static void test_from_hakmem() {
   CHECK(from_hakmem(reinterpret_cast<void *>(static_cast<void *(*)(std::size_t)>(&::operator new))),
         "operator new is not hakmem's");
   CHECK(from_hakmem(reinterpret_cast<void *>(static_cast<void (*)(void *) noexcept>(&::operator delete))),
         "operator delete is not hakmem's");
+}
 
+static void test_plain() {
   int *one = new int(42);
   CHECK(*one == 42 && hak_usable_size(one) >= sizeof(int), "new int");
   delete one;
@@ -53,7 +44,9 @@ int main() {
   for (int i = 0; i < 1000; i++) zero = zero && arr[i] == 0;
   CHECK(zero && hak_usable_size(arr) >= 4000, "new int[] value-initialised");
   delete[] arr;
+}
 
+static void test_aligned() {
   for (int i = 0; i < 100; i++) {
     Wide *w = new Wide;
     CHECK(reinterpret_cast<std::uintptr_t>(w) % 256 == 0, "aligned new not aligned");
@@ -68,13 +61,18 @@ int main() {
   ::operator delete(big_aligned, std::align_val_t(1 << 16));
   void *sized = ::operator new(96);
   ::operator delete(sized, 96);
+}
 
-  const std::size_t huge = std::size_t(1) << 62;
+static const std::size_t huge = std::size_t(1) << 62;
+
+static void test_nothrow() {
   void *nt = ::operator new(huge, std::nothrow);
   CHECK(nt == nullptr, "nothrow new of 2^62 bytes returned memory");
   void *nta = ::operator new(huge, std::align_val_t(64), std::nothrow);
   CHECK(nta == nullptr, "aligned nothrow new of 2^62 bytes returned memory");
+}
 
+static void test_bad_alloc() {
   bool threw = false;
   try {
     void *p = ::operator new(huge);
@@ -83,9 +81,11 @@ int main() {
     threw = true;
   }
   CHECK(threw, "new of 2^62 bytes did not throw std::bad_alloc");
+}
 
+static void test_new_handler() {
   std::set_new_handler(handler);
-  threw = false;
+  bool threw = false;
   try {
     void *p = ::operator new[](huge);
     ::operator delete[](p);
@@ -93,7 +93,9 @@ int main() {
     threw = true;
   }
   CHECK(threw && handler_calls == 1, "new_handler not called once before bad_alloc");
+}
 
+static void test_containers() {
   std::map<std::string, std::vector<int>> m;
   for (int i = 0; i < 20000; i++) m[std::to_string(i * 7919 % 20000)].assign(i % 50, i);
   long sum = 0;
@@ -102,7 +104,16 @@ int main() {
   long expect = 0;
   for (int i = 0; i < 20000; i++) expect += long(i % 50) * i;
   CHECK(m.size() == 20000 && sum == expect, "map/string/vector churn");
-
-  std::printf("RESULT cxx %d %d\n", passed, failed);
-  return failed ? 1 : 0;
 }
+
+static const test_case_t cases[] = {
+    {"from_hakmem", test_from_hakmem},
+    {"plain", test_plain},
+    {"aligned", test_aligned},
+    {"nothrow", test_nothrow},
+    {"bad_alloc", test_bad_alloc},
+    {"new_handler", test_new_handler},
+    {"containers", test_containers},
+};
+
+int main(int argc, char **argv) { return RUN_CASES("cxx", cases, argc, argv); }

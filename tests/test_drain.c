@@ -192,8 +192,11 @@ static void test_idle(void) {
   CHECK(atomic_load(&corrupt) == 0, "idle: %d blocks lost their contents", atomic_load(&corrupt));
 }
 
-int main(void) {
-  test_idle();
-  test_race();
-  return test_done("drain");
+static const test_case_t cases[] = {
+    {"idle", test_idle},
+    {"race", test_race},
+};
+
+int main(int argc, char **argv) {
+  return RUN_CASES("drain", cases, argc, argv);
 }

@@ -133,10 +133,13 @@ static void test_mallopt(void) {
         "M_TRIM_THRESHOLD 0: purge delay %ld", hak_option_get(hak_option_purge_delay_ms));
 }
 
-int main(void) {
-  test_mallinfo2_follows();
-  test_malloc_stats();
-  test_malloc_info();
-  test_mallopt();
-  return test_done("introspect");
+static const test_case_t cases[] = {
+    {"mallinfo2_follows", test_mallinfo2_follows},
+    {"malloc_stats", test_malloc_stats},
+    {"malloc_info", test_malloc_info},
+    {"mallopt", test_mallopt},
+};
+
+int main(int argc, char **argv) {
+  return RUN_CASES("introspect", cases, argc, argv);
 }

@@ -436,8 +436,10 @@ static void run_case(const struct invalid_case *c) {
         "%s: message is not exactly one line: \"%s\"", c->name, shown);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  int status = cases_from_args(argc, argv, cases, sizeof cases / sizeof cases[0], sizeof cases[0]);
+  if (status >= 0) return status;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    run_case(&cases[i]);
+    if (case_chosen(cases[i].name)) run_case(&cases[i]);
   return test_done("invalid");
 }

@@ -257,14 +257,17 @@ static void test_docs_agree(void) {
   for (int i = 0; i < hak_option_count; i++) CHECK(seen[i], "option %s missing from docs", hak_option_name((hak_option_t)i));
 }
 
+static const test_case_t cases[] = {
+    {"defaults_and_profiles", test_defaults_and_profiles},
+    {"valid_values", test_valid_values},
+    {"invalid_values", test_invalid_values},
+    {"api", test_api},
+    {"set_text", test_set_text},
+    {"print", test_print},
+    {"docs_agree", test_docs_agree},
+};
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main();
-  test_defaults_and_profiles();
-  test_valid_values();
-  test_invalid_values();
-  test_api();
-  test_set_text();
-  test_print();
-  test_docs_agree();
-  return test_done("options");
+  return RUN_CASES("options", cases, argc, argv);
 }

@@ -461,20 +461,25 @@ static bool mapped(const char *name) {
   return found;
 }
 
-int main(int argc, char **argv) {
-  if (argc > 1 && !strcmp(argv[1], "--child")) return child();
+static const char *program;   /* argv[0]: the build, by its prefix */
 
+static void test_off(void) {
   CHECK(hak_prof_dump("/dev/null") == ENOENT, "hak_prof_dump with profiling off");
   /* the unwinder is loaded when profiling starts, not by every process
    * (UBSan's runtime links it itself) */
-  if (!strstr(argv[0], "ubsan_")) CHECK(!mapped("libgcc_s"), "libgcc_s is mapped with profiling off");
+  if (!strstr(program, "ubsan_")) CHECK(!mapped("libgcc_s"), "libgcc_s is mapped with profiling off");
+}
 
+static void test_sampled(void) {
   char dir[] = "/tmp/hakmem-prof-XXXXXX";
-  if (!mkdtemp(dir)) return 1;
+  if (!mkdtemp(dir)) {
+    CHECK(0, "mkdtemp: %s", strerror(errno));
+    return;
+  }
   char e_dir[600], e_file[600];
   snprintf(e_dir, sizeof e_dir, "TEST_PROF_DIR=%s", dir);
   snprintf(e_file, sizeof e_file, "HAKMEM_PROF_FILE=%s/p.%%p.%%n.heap", dir);
-  const char *dyn = strstr(argv[0], "dyn_") ? "TEST_PROF_DYNAMIC=1" : NULL;
+  const char *dyn = strstr(program, "dyn_") ? "TEST_PROF_DYNAMIC=1" : NULL;
   const char *env[] = {"HAKMEM_PROF_SAMPLE=4096", "HAKMEM_PROF_SIGNAL=12", e_dir, e_file, dyn, NULL};
   char out[4096], err[8192];
   int status = run_self(env, out, sizeof out, err, sizeof err);
@@ -495,5 +500,15 @@ int main(int argc, char **argv) {
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   CHECK(system(cmd) == 0, "%s", cmd);
-  return test_done("prof");
+}
+
+static const test_case_t cases[] = {
+    {"off", test_off},
+    {"sampled", test_sampled},
+};
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--child")) return child();
+  program = argv[0];
+  return RUN_CASES("prof", cases, argc, argv);
 }

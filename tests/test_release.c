@@ -47,43 +47,11 @@
 #define RETURNED_BOUND (drains_possible() ? 4 * MIB : 16 * MIB)
 #define BATCHES_BOUND (drains_possible() ? 2 * RETURNED_BOUND : 32 * MIB)
 
-/* Resident bytes read with system calls only (no allocation: the decay test
- * makes no allocator call while it waits). */
-static long rss_raw(void) {
-  char buf[128];
-  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/statm", O_RDONLY);
-  if (fd < 0) return -1;
-  long n = (long)syscall(SYS_read, fd, buf, sizeof buf - 1);
-  syscall(SYS_close, fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  char *p = buf;
-  while (*p && *p != ' ') p++;
-  return strtol(p, NULL, 10) * sysconf(_SC_PAGESIZE);
-}
-
 static void nap_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0) {
   }
 }
-
-/* ---- threads that allocate, free and sleep */
-
-/* A sleeper allocates SLEEPER_BYTES of blocks, keeps one, and frees the
- * others, or (cross) waits until its partner has allocated too and frees
- * the partner's; then it sleeps until woken, checks its kept block and
- * allocates again. */
-struct sleeper {
-  sem_t freed, wake;
-  pthread_barrier_t *allocated;   /* cross: both have allocated; NULL: own blocks */
-  struct sleeper *partner;        /* whose blocks it frees */
-  unsigned char **blocks;
-  size_t *sizes, n;
-  unsigned char *kept;
-  size_t kept_size;
-  int bad;
-};
 
 static size_t churn_once(uint64_t *rng, long bytes, unsigned char **blocks, size_t *sizes, size_t cap) {
   size_t n = 0;
@@ -106,6 +74,41 @@ static int check_and_free(unsigned char **blocks, size_t *sizes, size_t n) {
   }
   return bad;
 }
+
+/* Not under ThreadSanitizer the cases that read the resident set (its
+ * shadow memory swamps it) or start threads in a forked child (it cannot). */
+#ifndef __SANITIZE_THREAD__
+/* Resident bytes read with system calls only (no allocation: the decay test
+ * makes no allocator call while it waits). */
+static long rss_raw(void) {
+  char buf[128];
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/statm", O_RDONLY);
+  if (fd < 0) return -1;
+  long n = (long)syscall(SYS_read, fd, buf, sizeof buf - 1);
+  syscall(SYS_close, fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  char *p = buf;
+  while (*p && *p != ' ') p++;
+  return strtol(p, NULL, 10) * sysconf(_SC_PAGESIZE);
+}
+
+/* ---- threads that allocate, free and sleep */
+
+/* A sleeper allocates SLEEPER_BYTES of blocks, keeps one, and frees the
+ * others, or (cross) waits until its partner has allocated too and frees
+ * the partner's; then it sleeps until woken, checks its kept block and
+ * allocates again. */
+struct sleeper {
+  sem_t freed, wake;
+  pthread_barrier_t *allocated;   /* cross: both have allocated; NULL: own blocks */
+  struct sleeper *partner;        /* whose blocks it frees */
+  unsigned char **blocks;
+  size_t *sizes, n;
+  unsigned char *kept;
+  size_t kept_size;
+  int bad;
+};
 
 static void *sleeper_main(void *arg) {
   struct sleeper *s = arg;
@@ -290,14 +293,15 @@ static int alone_fresh(void) {
   return test_done("release-alone");
 }
 
-/* This program again, with arg, and the purge delay of 50 ms: it must exit
- * with status 0 (its checks print their own RESULT line). */
+/* This program again, as "test_release --fresh arg", and the purge delay of
+ * 50 ms: it must exit with status 0 (its checks print their own RESULT
+ * line). */
 static void run_fresh(const char *arg) {
   fflush(stdout);
   pid_t pid = fork();
   if (pid == 0) {
     setenv("HAKMEM_PURGE_DELAY_MS", "50", 1);
-    execl("/proc/self/exe", "test_release", arg, (char *)NULL);
+    execl("/proc/self/exe", "test_release", "--fresh", arg, (char *)NULL);
     _exit(127);
   }
   int status = 0;
@@ -305,60 +309,8 @@ static void run_fresh(const char *arg) {
         "%s: the fresh process ended with status %#x", arg, status);
 }
 
-/* ---- sweeps racing with the owners' reuse of the same units */
-
-static atomic_int stop, race_bad;
-
-static void *refiller(void *arg) {
-  uint64_t rng = (uint64_t)(uintptr_t)arg;
-  enum { N = 4096 };
-  static __thread unsigned char *blocks[N];
-  static __thread size_t sizes[N];
-  while (!atomic_load(&stop)) {
-    size_t n = churn_once(&rng, 4 * MIB, blocks, sizes, N);
-    atomic_fetch_add(&race_bad, n == 0);
-    atomic_fetch_add(&race_bad, check_and_free(blocks, sizes, n));
-  }
-  return NULL;
-}
-
-static void *trimmer(void *arg) {
-  while (!atomic_load(&stop)) T_trim();
-  return NULL;
-}
-
-static void test_sweeps_race_reuse(bool purger_in_child) {
-  hak_option_set(hak_option_background_purge, 1);
-  hak_option_set(hak_option_purge_delay_ms, 0);
-  pthread_t r[3], tr;
-  for (uintptr_t i = 0; i < 3; i++) pthread_create(&r[i], NULL, refiller, (void *)(i * 7919 + 1));
-  pthread_create(&tr, NULL, trimmer, NULL);
-  long rounds = stress_scaled(20);
-  int children_bad = 0;
-  for (long i = 0; i < rounds; i++) {
-    nap_ms(50);
-    pid_t pid = fork();
-    if (pid == 0) {
-      if (!purger_in_child) hak_option_set(hak_option_background_purge, 0);
-      uint64_t rng = 99;
-      unsigned char *blocks[512];
-      size_t sizes[512];
-      size_t n = churn_once(&rng, MIB, blocks, sizes, 512);
-      int bad = n == 0 || check_and_free(blocks, sizes, n);
-      T_trim();
-      n = churn_once(&rng, MIB, blocks, sizes, 512);
-      bad |= n == 0 || check_and_free(blocks, sizes, n);
-      _exit(bad);
-    }
-    int status = 0;
-    children_bad += pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-  }
-  atomic_store(&stop, 1);
-  for (int i = 0; i < 3; i++) pthread_join(r[i], NULL);
-  pthread_join(tr, NULL);
-  CHECK(atomic_load(&race_bad) == 0, "race: %d blocks lost their contents while sweeps ran", atomic_load(&race_bad));
-  CHECK(children_bad == 0, "race: %d forked children failed", children_bad);
-}
+static void test_cross_decay(void) { run_fresh("cross-decay"); }
+static void test_alone(void) { run_fresh("alone"); }
 
 /* ---- the purger does not keep a process alive: when the last thread
  * calls pthread_exit, the process ends */
@@ -398,22 +350,86 @@ static void test_last_thread_exit_ends_process(void) {
   CHECK(got != pid || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "it ended with status %#x", status);
 }
 
-int main(int argc, char **argv) {
-  if (argc == 2 && strcmp(argv[1], "cross-decay") == 0) return cross_decay_fresh();
-  if (argc == 2 && strcmp(argv[1], "alone") == 0) return alone_fresh();
-#ifdef __SANITIZE_THREAD__
-  bool rss_tells = false;   /* its shadow memory swamps the resident set */
-#else
-  bool rss_tells = true;
+static void test_trim(void) { test_trim_reaches_sleeping_heaps(1, false, "trim"); }
+static void test_cross_trim(void) { test_trim_reaches_sleeping_heaps(2, true, "cross trim"); }
 #endif
-  if (rss_tells) {   /* (and ThreadSanitizer cannot start threads in a forked child) */
-    test_last_thread_exit_ends_process();
-    test_trim_reaches_sleeping_heaps(1, false, "trim");
-    test_trim_reaches_sleeping_heaps(2, true, "cross trim");
-    test_decay_without_calls();
-    run_fresh("cross-decay");
-    run_fresh("alone");   /* (ThreadSanitizer has a thread of its own) */
+
+/* ---- sweeps racing with the owners' reuse of the same units */
+
+static atomic_int stop, race_bad;
+
+static void *refiller(void *arg) {
+  uint64_t rng = (uint64_t)(uintptr_t)arg;
+  enum { N = 4096 };
+  static __thread unsigned char *blocks[N];
+  static __thread size_t sizes[N];
+  while (!atomic_load(&stop)) {
+    size_t n = churn_once(&rng, 4 * MIB, blocks, sizes, N);
+    atomic_fetch_add(&race_bad, n == 0);
+    atomic_fetch_add(&race_bad, check_and_free(blocks, sizes, n));
   }
-  test_sweeps_race_reuse(rss_tells);   /* ThreadSanitizer cannot start a thread after a fork */
-  return test_done("release");
+  return NULL;
+}
+
+static void *trimmer(void *arg) {
+  while (!atomic_load(&stop)) T_trim();
+  return NULL;
+}
+
+static void test_sweeps_race_reuse(void) {
+#ifdef __SANITIZE_THREAD__
+  bool purger_in_child = false;   /* ThreadSanitizer cannot start a thread after a fork */
+#else
+  bool purger_in_child = true;
+#endif
+  hak_option_set(hak_option_background_purge, 1);
+  hak_option_set(hak_option_purge_delay_ms, 0);
+  pthread_t r[3], tr;
+  for (uintptr_t i = 0; i < 3; i++) pthread_create(&r[i], NULL, refiller, (void *)(i * 7919 + 1));
+  pthread_create(&tr, NULL, trimmer, NULL);
+  long rounds = stress_scaled(20);
+  int children_bad = 0;
+  for (long i = 0; i < rounds; i++) {
+    nap_ms(50);
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (!purger_in_child) hak_option_set(hak_option_background_purge, 0);
+      uint64_t rng = 99;
+      unsigned char *blocks[512];
+      size_t sizes[512];
+      size_t n = churn_once(&rng, MIB, blocks, sizes, 512);
+      int bad = n == 0 || check_and_free(blocks, sizes, n);
+      T_trim();
+      n = churn_once(&rng, MIB, blocks, sizes, 512);
+      bad |= n == 0 || check_and_free(blocks, sizes, n);
+      _exit(bad);
+    }
+    int status = 0;
+    children_bad += pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  }
+  atomic_store(&stop, 1);
+  for (int i = 0; i < 3; i++) pthread_join(r[i], NULL);
+  pthread_join(tr, NULL);
+  CHECK(atomic_load(&race_bad) == 0, "race: %d blocks lost their contents while sweeps ran", atomic_load(&race_bad));
+  CHECK(children_bad == 0, "race: %d forked children failed", children_bad);
+}
+
+static const test_case_t cases[] = {
+#ifndef __SANITIZE_THREAD__
+    {"exit", test_last_thread_exit_ends_process},
+    {"trim", test_trim},
+    {"cross_trim", test_cross_trim},
+    {"decay", test_decay_without_calls},
+    {"cross_decay", test_cross_decay},
+    {"alone", test_alone},   /* (ThreadSanitizer has a thread of its own) */
+#endif
+    {"race", test_sweeps_race_reuse},
+};
+
+int main(int argc, char **argv) {
+#ifndef __SANITIZE_THREAD__
+  if (argc == 3 && strcmp(argv[1], "--fresh") == 0 && strcmp(argv[2], "cross-decay") == 0) return cross_decay_fresh();
+  if (argc == 3 && strcmp(argv[1], "--fresh") == 0 && strcmp(argv[2], "alone") == 0) return alone_fresh();
+#endif
+  return RUN_CASES("release", cases, argc, argv);
 }

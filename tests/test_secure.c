@@ -211,19 +211,26 @@ static long first_slot(void) {
   return atol(out);
 }
 
+static void test_first_slot_random(void) {
+  long a = first_slot(), b = first_slot(), c = first_slot();
+  CHECK(a >= 0 && !(a == b && b == c), "three processes put their first SuperSlab in slot %ld, %ld, %ld", a, b, c);
+}
+
+static const test_case_t cases[] = {
+    {"superslab_guards", test_superslab_guards},
+    {"large_guards", test_large_guards},
+    {"fresh_order", test_fresh_order},
+    {"superslab_placement", test_superslab_placement},
+    {"encoded_links", test_encoded_links},
+    {"banner", test_banner},
+    {"first_slot_random", test_first_slot_random},
+};
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--child")) {
     void *p = T_malloc(16);
     printf("%ld\n", hak_arena_size ? (long)(((uintptr_t)p - hak_arena_base) >> HAK_SS_SHIFT) : -1);
     return 0;
   }
-  test_superslab_guards();
-  test_large_guards();
-  test_fresh_order();
-  test_superslab_placement();
-  test_encoded_links();
-  test_banner();
-  long a = first_slot(), b = first_slot(), c = first_slot();
-  CHECK(a >= 0 && !(a == b && b == c), "three processes put their first SuperSlab in slot %ld, %ld, %ld", a, b, c);
-  return test_done("secure");
+  return RUN_CASES("secure", cases, argc, argv);
 }

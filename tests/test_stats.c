@@ -277,13 +277,16 @@ static void test_reports(void) {
   CHECK(strstr(err, "hakmem ace: off (ACE=0)"), "banner does not say the controller is off: %s", err);
 }
 
+static const test_case_t cases[] = {
+    {"scripted_workload", test_scripted_workload},
+    {"adopted_frees", test_adopted_frees},
+    {"large_resize_gauges", test_large_resize_gauges},
+    {"reports", test_reports},
+};
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main();
   /* The counts below are exact: no background purger, whose start allocates. */
   hak_option_set(hak_option_background_purge, 0);
-  test_scripted_workload();
-  test_adopted_frees();
-  test_large_resize_gauges();
-  test_reports();
-  return test_done("stats");
+  return RUN_CASES("stats", cases, argc, argv);
 }

@@ -1,0 +1,241 @@
+/* Frees from other threads: blocks come back to their owner's inbox, in
+ * batches, most recently freed first, and are reused; the release tick's
+ * sweep takes the inbox of an idle class, and the purger the inbox of a
+ * thread that sleeps. */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "internals.h"
+
+#define REMOTE_N 5000
+static void *remote_blocks[REMOTE_N];
+
+static int remote_n;
+
+static void *remote_free_thread(void *arg) {
+  for (int i = 0; i < remote_n; i++) free(remote_blocks[i]);
+  return arg;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Blocks freed by another thread come back to the owner (inbox, then cache
+ * or slabs) and are reused: in a plain chain (16 bytes), in containers
+ * (48, 640 bytes) and for a mid class. */
+static void check_remote_free(size_t size, int n) {
+  remote_n = n;
+  hak_heap_t *h = hak_heap_get();
+  unsigned cls = hak_class_of(size);
+  for (int i = 0; i < n; i++) remote_blocks[i] = malloc(size);
+  hak_slab_t *s = hak_slab_of(hak_ss_of(remote_blocks[0]), (uintptr_t)remote_blocks[0]);
+  uint32_t used_before = s->used;
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_thread, NULL);
+  pthread_join(t, NULL);
+  CHECK(atomic_load(&h->inbox[cls]) != NULL, "remote frees did not reach the owner's inbox");
+  CHECK(s->used == used_before, "remote free changed the owner's count");
+  hak_heap_collect_all(h);
+  CHECK(atomic_load(&h->inbox[cls]) == NULL, "collect left the inbox");
+  CHECK(s->used < used_before, "collected blocks did not go back to their slab");
+  /* the memory is reused by the owner: the new blocks land in the slab units
+   * of the old ones, or for a class whose slabs span several units (which
+   * a slab emptied by the collection and carved anew may not cover as the
+   * old one did), in their SuperSlabs */
+  static void *again[REMOTE_N];
+  for (int i = 0; i < n; i++) again[i] = malloc(size);
+  qsort(remote_blocks, n, sizeof(void *), cmp_ptr);
+  uintptr_t mask = hak_class_units[cls] == 1 ? HAK_UNIT_SIZE - 1 : HAK_SS_MASK;
+  int reused = 0;
+  for (int j = 0; j < n; j++) {
+    uintptr_t key = (uintptr_t)again[j] & ~mask;
+    int lo = 0, hi = n;   /* first freed block at or above the unit's (SuperSlab's) start */
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if ((uintptr_t)remote_blocks[mid] < key) lo = mid + 1;
+      else hi = mid;
+    }
+    reused += lo < n && ((uintptr_t)remote_blocks[lo] & ~mask) == key;
+  }
+  CHECK(reused > n * 9 / 10, "size %zu: only %d of %d blocks reuse the memory of remotely freed ones", size, reused, n);
+  for (int i = 0; i < n; i++) remote_blocks[i] = again[i];
+  for (int i = 0; i < n; i++) free(remote_blocks[i]);
+}
+
+/* Blocks freed by another thread come back most recently freed first, as
+ * the thread's own frees do: the cache pops what take_remote lays in out[]
+ * from its top (a plain chain, containers, a mid class). With room for
+ * fewer, the cache gets the newest and the oldest go back to their slabs. */
+static void check_remote_order(size_t size, int n, int room) {
+  hak_heap_t *h = hak_heap_get();
+  unsigned cls = hak_class_of(size);
+  remote_n = n;
+  for (int i = 0; i < n; i++) remote_blocks[i] = malloc(size);
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_thread, NULL);
+  pthread_join(t, NULL);
+  static void *out[REMOTE_N];
+  uint64_t used = h->counters[cls].used_blocks;
+  uint32_t got = hak_heap_take_remote(h, cls, out, (uint32_t)room);
+  CHECK(got == (uint32_t)room, "size %zu: %u of %d remotely freed blocks taken, room for %d", size, got, n, room);
+  CHECK(h->counters[cls].used_blocks + (uint64_t)(n - room) == used, "size %zu: %llu blocks in use, %llu before %d went back",
+        size, (unsigned long long)h->counters[cls].used_blocks, (unsigned long long)used, n - room);
+  int newest_first = 0;
+  for (uint32_t j = 0; j < got; j++) newest_first += out[j] == remote_blocks[n - room + (int)j];
+  CHECK(newest_first == room, "size %zu: %d of %d blocks come back most recently freed first", size, newest_first, room);
+  for (uint32_t j = 0; j < got; j++) hak_slab_put_local(h, out[j]);
+}
+
+/* The release tick's sweep takes the inbox of a class that has not
+ * refilled since the sweep before, and leaves a class in use its inbox
+ * for its next refill, until a sweep finds it idle. */
+static void test_sweep_idle(void) {
+  enum { K = 100 };
+  hak_heap_t *h = hak_heap_get();
+  unsigned busy = hak_class_of(48), idle = hak_class_of(640);
+  remote_n = 2 * K;
+  for (int i = 0; i < K; i++) {
+    remote_blocks[i] = malloc(48);
+    remote_blocks[K + i] = malloc(640);
+  }
+  hak_heap_collect_idle(h);
+  static void *drained[8192];
+  int nd = 0;
+  hak_ucache_t *c = &h->cache[busy];
+  while (c->top != c->items && nd < 8191) drained[nd++] = malloc(48);
+  drained[nd++] = malloc(48);   /* the refill */
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_thread, NULL);
+  pthread_join(t, NULL);
+  CHECK(atomic_load(&h->inbox[busy]) && atomic_load(&h->inbox[idle]), "remote frees did not reach the inboxes");
+  hak_heap_collect_idle(h);
+  CHECK(atomic_load(&h->inbox[idle]) == NULL, "the sweep left the inbox of a class that has not refilled");
+  CHECK(atomic_load(&h->inbox[busy]) != NULL, "the sweep took the inbox of a class that refilled since the last");
+  hak_heap_collect_idle(h);
+  CHECK(atomic_load(&h->inbox[busy]) == NULL, "a second sweep left the inbox of a class that did not refill since");
+  for (int i = 0; i < nd; i++) free(drained[i]);
+}
+
+/* A thread's remote frees travel in batches: a partial batch waits in the
+ * freeing thread until it fills up or the thread trims (or exits); a trim
+ * from any thread takes the inboxes of the others back to their slabs. */
+enum { BATCH_BLOCKS = 1024 };
+
+static struct {
+  void *blocks[BATCH_BLOCKS];
+  hak_heap_t *owner;
+  unsigned cls;
+  uint32_t limit;
+} batch;
+
+/* Blocks in an inbox of a class of HAK_BATCH_COUNTED bytes or more: each
+ * container counts itself and the blocks it lists. */
+static uint32_t inbox_blocks(_Atomic(void *) *inbox) {
+  uint32_t n = 0;
+  for (void **c = atomic_load(inbox); c; c = c[0]) n += 1 + (uint32_t)(uintptr_t)c[2];
+  return n;
+}
+
+static void *batch_thread(void *arg) {
+  _Atomic(void *) *inbox = &batch.owner->inbox[batch.cls];
+  for (int i = 0; i < 3; i++) free(batch.blocks[i]);
+  CHECK(atomic_load(inbox) == NULL, "a partial batch reached the owner before it filled up");
+  hak_remote_flush_all(hak_heap_get());   /* as a trim or an exit does */
+  uint32_t n = inbox_blocks(inbox);
+  CHECK(n == 3, "after the flush the inbox holds %u blocks, not 3", n);
+  void **c = atomic_load(inbox);
+  CHECK(c && !c[0], "3 blocks of 100 bytes did not travel in one container");
+  hak_heap_take_remote(batch.owner, batch.cls, NULL, 0);   /* the owner is parked in join */
+  for (uint32_t i = 3; i < 3 + batch.limit; i++) free(batch.blocks[i]);
+  n = inbox_blocks(inbox);
+  CHECK(n == batch.limit, "a full batch of %u blocks reached the owner as %u", batch.limit, n);
+  /* the flushed batch keeps its owner: the next block for it opens the
+   * next batch (on free's fast path), and stays here */
+  hak_remote_batch_t *b = &hak_heap_get()->outgoing[batch.cls];
+  CHECK(b->owner == &batch.owner->cache[batch.cls] && !b->head, "after its flush the batch names %p, not its owner's cache %p",
+        (void *)b->owner, (void *)&batch.owner->cache[batch.cls]);
+  void *next = batch.blocks[3 + batch.limit];
+  free(next);
+  CHECK(b->head == next && inbox_blocks(inbox) == batch.limit, "the block freed after the flush is not the new batch's");
+  hak_remote_flush_all(hak_heap_get());
+  n = inbox_blocks(inbox);
+  CHECK(n == batch.limit + 1, "after the flush the inbox holds %u blocks, not %u", n, batch.limit + 1);
+  hak_trim();   /* the owner's inbox goes back to its slabs: its thread is parked in join */
+  CHECK(atomic_load(inbox) == NULL, "after trim the owner's inbox still holds %u blocks", inbox_blocks(inbox));
+  return arg;
+}
+
+static void test_remote_batch(void) {
+  batch.owner = hak_heap_get();
+  batch.cls = hak_class_of(100);
+  batch.limit = batch.owner->outgoing[batch.cls].limit;
+  CHECK(batch.limit > 3 && 4 + batch.limit <= BATCH_BLOCKS, "batch limit %u", batch.limit);
+  for (int i = 0; i < BATCH_BLOCKS; i++) batch.blocks[i] = malloc(100);
+  pthread_t t;
+  pthread_create(&t, NULL, batch_thread, NULL);
+  pthread_join(t, NULL);
+  hak_heap_collect_all(batch.owner);
+  for (uint32_t i = 4 + batch.limit; i < BATCH_BLOCKS; i++) free(batch.blocks[i]);
+}
+
+/* Blocks another thread frees wait in their owner's inbox; while the owner
+ * sleeps (here: waits, calling nothing), the purger takes them back to
+ * their slabs (hak_heap_collect_sleeping), which then hold none of them:
+ * before, they stayed until the owner's next slow path, with the slabs
+ * they hold. */
+#define SLEEPER_N 500
+static void *free_all_thread(void *arg) {
+  void **blocks = arg;
+  for (int i = 0; i < SLEEPER_N; i++) free(blocks[i]);
+  return NULL;
+}
+
+static void test_sleeping_inbox(void) {
+  hak_heap_t *h = hak_heap_get();
+  unsigned cls = hak_class_of(1008);
+  static void *blocks[SLEEPER_N];
+  for (int i = 0; i < SLEEPER_N; i++) escape(blocks[i] = malloc(1008));
+  uint64_t used = h->counters[cls].used_blocks;
+  pthread_t t;
+  pthread_create(&t, NULL, free_all_thread, blocks);
+  pthread_join(t, NULL);
+  CHECK(atomic_load(&h->inbox[cls]) != NULL, "the blocks freed by another thread are not in the inbox");
+  bool waiting = true;
+  for (int k = 0; k < 100 && waiting; k++) {
+    usleep((useconds_t)hak_release_delay() * 1000 / 2 + 50000);
+    waiting = atomic_load(&h->inbox[cls]) != NULL;
+  }
+  CHECK(!waiting, "a sleeping thread's inbox still holds the blocks another thread freed");
+  CHECK(h->counters[cls].used_blocks + SLEEPER_N <= used, "%llu blocks in use, %llu before %d were freed",
+        (unsigned long long)h->counters[cls].used_blocks, (unsigned long long)used, SLEEPER_N);
+}
+
+static void test_remote_free(void) {
+  check_remote_free(16, REMOTE_N);
+  check_remote_free(48, REMOTE_N);
+  check_remote_free(640, REMOTE_N);
+  check_remote_free(20000, 500);
+  check_remote_free(300000, 40);
+}
+
+static void test_remote_order(void) {
+  check_remote_order(16, 1000, 1000);
+  check_remote_order(48, 1000, 1000);
+  check_remote_order(640, 1000, 1000);
+  check_remote_order(20000, 200, 200);
+  check_remote_order(16, 1000, 300);
+  check_remote_order(48, 1000, 301);
+  check_remote_order(640, 1000, 77);
+}
+
+static const test_case_t cases[] = {
+    {"remote_free", test_remote_free},
+    {"remote_batch", test_remote_batch},
+    {"remote_order", test_remote_order},
+    {"sweep_idle", test_sweep_idle},
+    {"sleeping_inbox", test_sleeping_inbox},
+};
+
+int main(int argc, char **argv) { return RUN_INTERNAL_CASES("remote", cases, argc, argv); }
