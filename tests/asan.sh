@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # AddressSanitizer sees hakmem's freed blocks and block ends (src/track.h,
-# src/track.c): tests/checker_target.c, instrumented and linked with the
+# src/base/track.c): tests/checker_target.c, instrumented and linked with the
 # AddressSanitizer-aware hakmem (build/asan-aware), must
 #   - report a read of a block that sits freed in hakmem's cache, and a
 #     write one byte past a 24-byte block, at the program's line, where

@@ -200,7 +200,7 @@ static inline int run_self(const char *const *env, char *out, size_t out_size, c
 }
 
 /* 1 if the kernel offers the fence that drains need (membarrier's private
- * expedited command, src/drain.c); without it caches are not drained, and
+ * expedited command, src/heap/drain.c); without it caches are not drained, and
  * the tests check what happens then. */
 #include <linux/membarrier.h>
 #include <sys/syscall.h>

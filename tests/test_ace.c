@@ -1,4 +1,4 @@
-/* The adaptive controller (src/ace.c, docs/ace.md): its decisions on
+/* The adaptive controller (src/base/ace.c, docs/ace.md): its decisions on
  * synthetic signs (it converges, it does not oscillate, it stays in its
  * bounds, it relaxes), then the knobs of a running allocator moving on real
  * signs, and standing still with HAKMEM_ACE=0. Linked against the static

@@ -1,4 +1,4 @@
-/* Drains (src/drain.c, docs/design/thread-memory.md): another thread takes a
+/* Drains (src/heap/drain.c, docs/design/thread-memory.md): another thread takes a
  * heap's unified caches back while the heap's thread runs its fast paths.
  *
  *  - race: worker threads replace blocks of a small ring (tiny and mid

@@ -1,4 +1,4 @@
-/* glibc's introspection API (src/introspect.c, docs/introspection.md):
+/* glibc's introspection API (src/api/introspect.c, docs/introspection.md):
  * mallinfo2's fields equal what the statistics say, field by field, and
  * follow the program (blocks in use raise uordblks, large blocks hblks and
  * hblkhd, frees lower them, a trim gives keepcost back); mallinfo is

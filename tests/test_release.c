@@ -9,7 +9,7 @@
  *    call at all from the main thread while it waits (it reads RSS with
  *    raw system calls): the resident set falls by itself.
  *    Either way the sleeping thread keeps next to nothing: its caches are
- *    drained (src/drain.c).
+ *    drained (src/heap/drain.c).
  *  - cross: the same two with two sleeping threads that each free the
  *    other's blocks, which wait in the owners' inboxes: malloc_trim(0) from
  *    the main thread takes them back; and in a fresh process (this program

@@ -81,7 +81,7 @@ else
   fail "the default build names the build memcheck sees, once" "$(cat "$OUT/plain.leak")"
 fi
 
-# Drains (src/drain.c) under memcheck: a trimmer takes the caches of
+# Drains (src/heap/drain.c) under memcheck: a trimmer takes the caches of
 # threads that are in their fast paths; no error, no block lost, and drains
 # happen (Valgrind's kernel call passes membarrier on).
 STRESS_SCALE=2 "${VG[@]}" $T/valgrind_test_drain >"$OUT/drain" 2>&1
