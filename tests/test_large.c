@@ -268,8 +268,11 @@ static void test_bigcache_fit(void) {
   escape(fresh);
   CHECK(((uintptr_t)fresh & ~(uintptr_t)HAK_SS_MASK) != big_at, "a 3 MiB request grew a cached 2 MiB mapping");
   hak_stats_get(&st);
-  CHECK(st.os_maps == maps + 1, "a 3 MiB request with only 1 and 2 MiB cached took %llu mappings",
-        (unsigned long long)(st.os_maps - maps));
+  /* one mapping, or two where the kernel did not place the first at its
+   * hint and a larger one is trimmed to the alignment (hak_os_map_aligned):
+   * which, depends on the address space's layout so far */
+  CHECK(st.os_maps - maps >= 1 && st.os_maps - maps <= 2,
+        "a 3 MiB request with only 1 and 2 MiB cached took %llu mappings", (unsigned long long)(st.os_maps - maps));
   free(fresh);
   free(grown);
   char *huge = malloc((size_t)5 << 30);   /* past the bins' 4 GiB: grows the 8 MiB entry */
