@@ -30,8 +30,10 @@ LAYERS = [
 
 
 def nm(path, *flags):
+    """nm's lines for path, each split into its fields (the symbol last,
+    its kind before it)."""
     out = subprocess.run(['nm', *flags, path], capture_output=True, text=True, check=True).stdout
-    return [line.split()[-1] for line in out.splitlines() if line.strip()]
+    return [line.split() for line in out.splitlines() if line.strip()]
 
 
 def graph(objdir):
@@ -41,14 +43,13 @@ def graph(objdir):
                   for d, _, fs in os.walk('src') for f in fs if f.endswith('.c'))
     owner = {}
     for o in objs:
-        for line in subprocess.run(['nm', '--defined-only', os.path.join(objdir, o + '.o')],
-                                   capture_output=True, text=True, check=True).stdout.splitlines():
-            kind, sym = line.split()[-2:]
+        for fields in nm(os.path.join(objdir, o + '.o'), '--defined-only'):
+            kind, sym = fields[-2:]
             if kind.isupper():   # global symbols only: a static one is its file's own
                 owner[sym] = o
     arrows = {o: {} for o in objs}   # file -> {file it uses: the symbols}
     for o in objs:
-        for sym in nm(os.path.join(objdir, o + '.o'), '-u'):
+        for sym in (fields[-1] for fields in nm(os.path.join(objdir, o + '.o'), '-u')):
             if sym in owner and owner[sym] != o:
                 arrows[o].setdefault(owner[sym], []).append(sym)
     return objs, arrows
@@ -109,10 +110,11 @@ def main():
     for a, b in up:
         print(f'  {a} -> {b}' + (f': {" ".join(sorted(arrows[a][b]))}' if verbose else ''))
     srcs = [os.path.join(d, f) for d, _, fs in os.walk('src') for f in fs if f.endswith(('.c', '.h'))]
-    largest = max(srcs, key=lambda p: sum(1 for _ in open(p)))
+    lines = {p: sum(1 for _ in open(p)) for p in srcs}
+    largest = max(srcs, key=lines.get)
     n = sum(len(v) for v in arrows.values())
     print(f'arrows {n}, back up {len(up)}, largest loop {len(comps[0]) if comps else 1} files, '
-          f'objects {len(objs)}, src files {len(srcs)}, largest {largest} {sum(1 for _ in open(largest))} lines')
+          f'objects {len(objs)}, src files {len(srcs)}, largest {largest} {lines[largest]} lines')
 
 
 if __name__ == '__main__':
