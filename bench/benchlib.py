@@ -282,10 +282,11 @@ def signame(n):
 
 
 def run_once(argv, preload, timeout=120.0, result_name=None, env=(), stdout_file=None,
-             result=True):
+             result=True, stdin=None):
     """Runs argv once with LD_PRELOAD=preload ('' = none) and the NAME=VALUE
-    settings in env. Returns a dict: ok, error, figure, unit, fields,
-    wall_s, maxrss_kib, minflt, stdout, stderr, status. With stdout_file,
+    settings in env, its input from the file stdin (default: none). Returns
+    a dict: ok, error, figure, unit, fields, wall_s, maxrss_kib, minflt,
+    user_s, sys_s, stdout, stderr, status. With stdout_file,
     the program's output goes to that file (and stdout is ''); with
     result=False, no result line is expected (ok: exit 0, allocator
     preloaded) and there is no figure, unit or fields."""
@@ -299,9 +300,8 @@ def run_once(argv, preload, timeout=120.0, result_name=None, env=(), stdout_file
             cmd += ["--"] + argv
             penv = dict(os.environ)
             penv.pop("LD_PRELOAD", None)
-            with open(fo, "w") as out, open(fe, "w") as err:
-                p = subprocess.Popen(cmd, stdout=out, stderr=err, env=penv,
-                                     stdin=subprocess.DEVNULL)
+            with open(fo, "w") as out, open(fe, "w") as err, open(stdin or os.devnull) as inp:
+                p = subprocess.Popen(cmd, stdout=out, stderr=err, env=penv, stdin=inp)
                 _, wst, _ = os.wait4(p.pid, 0)
                 p.returncode = os.waitstatus_to_exitcode(wst)
             info = {}
@@ -314,6 +314,7 @@ def run_once(argv, preload, timeout=120.0, result_name=None, env=(), stdout_file
                         "stderr": open(fe).read()}
             status, sig, tmo = int(info["status"]), int(info["signal"]), int(info["timeout"])
             wall, maxrss, minflt = info["wall_s"], int(info["maxrss_kib"]), int(info["minflt"])
+            user, sys_s = info["utime_s"], info["stime_s"]
         else:
             # Fallback without the helper: wait4 here. ru_maxrss then includes
             # this Python process's RSS (kept across execve), so small RSS
@@ -321,10 +322,10 @@ def run_once(argv, preload, timeout=120.0, result_name=None, env=(), stdout_file
             penv = dict(os.environ)
             penv["LD_PRELOAD"] = preload
             penv.update(e.split("=", 1) for e in env)
-            with open(fo, "w") as out, open(fe, "w") as err:
+            with open(fo, "w") as out, open(fe, "w") as err, open(stdin or os.devnull) as inp:
                 t0 = time.monotonic()
                 p = subprocess.Popen(argv, stdout=out, stderr=err, env=penv,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=inp, start_new_session=True)
                 tmo = 0
                 while True:
                     pid, wst, ru = os.wait4(p.pid, os.WNOHANG)
@@ -340,11 +341,12 @@ def run_once(argv, preload, timeout=120.0, result_name=None, env=(), stdout_file
                 p.returncode = os.waitstatus_to_exitcode(wst)
             status = os.WEXITSTATUS(wst) if os.WIFEXITED(wst) else -1
             sig = os.WTERMSIG(wst) if os.WIFSIGNALED(wst) else 0
-            maxrss, minflt = ru.ru_maxrss, ru.ru_minflt
+            maxrss, minflt, user, sys_s = ru.ru_maxrss, ru.ru_minflt, ru.ru_utime, ru.ru_stime
         stdout = "" if stdout_file else open(fo).read()
         stderr = open(fe).read()
     r = {"ok": False, "error": None, "status": status, "wall_s": wall,
-         "maxrss_kib": maxrss, "minflt": minflt, "stdout": stdout, "stderr": stderr}
+         "maxrss_kib": maxrss, "minflt": minflt, "user_s": user, "sys_s": sys_s,
+         "stdout": stdout, "stderr": stderr}
     if tmo:
         r["error"] = "timeout after %g s" % timeout
     elif sig:

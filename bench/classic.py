@@ -98,9 +98,9 @@ def _source():
     return clone
 
 
-def build():
-    """Exports bench/ of the source's HEAD (again when HEAD moved) and
-    compiles what is missing; returns the programs to run."""
+def _export():
+    """Exports bench/ of the source's HEAD into build/bench/classic/src-<rev>/
+    (again when HEAD moved); returns that directory."""
     src = _source()
     head = _git(["rev-parse", "HEAD"], cwd=src)
     if head.returncode:
@@ -113,18 +113,29 @@ def build():
         if archive.returncode:
             sys.exit("bench/classic.py: git archive failed: " + archive.stderr.decode().strip())
         subprocess.run(["tar", "x"], input=archive.stdout, cwd=tree, check=True)
-    bench = os.path.join(tree, "bench")
-    out = os.path.join(tree, "bin")
+    return tree
+
+
+def _compile(bench, out, names=None):
+    """Compiles the TARGETS (those named, or all) missing from out."""
     os.makedirs(out, exist_ok=True)
     for name, cc, flags, sources, libs in TARGETS:
         exe = os.path.join(out, name)
-        if os.path.exists(exe):
+        if os.path.exists(exe) or (names is not None and name not in names):
             continue
         print("building %s ..." % name, file=sys.stderr)
         r = subprocess.run([cc] + flags + ["-o", exe] + [os.path.join(bench, s) for s in sources] + libs,
                            capture_output=True, cwd=bench)
         if r.returncode:
             sys.exit("bench/classic.py: %s did not build:\n%s" % (name, r.stderr.decode()[-2000:]))
+
+
+def build():
+    """Exports and compiles what is missing; returns the programs to run."""
+    tree = _export()
+    bench = os.path.join(tree, "bench")
+    out = os.path.join(tree, "bin")
+    _compile(bench, out)
     exe = lambda n: os.path.join(out, n)
     pkg = "mimalloc-bench (built from source)"
     work = os.path.join(DIR, "work")   # where the programs run: rptest writes its results there
@@ -153,6 +164,57 @@ def build():
     ] + [_timed(name, pkg, ["env", "--chdir=" + work, exe(prog)] + args.split(), what, time)
          for name, prog, args, what, time in _more(os.cpu_count() or 1)]
 
+
+# Smaller runs of the fixed-work programs, to count their instructions under
+# callgrind (bench/classic_perf.py): the same code on less work. Where the
+# work is fixed in the source, a copy of it is edited (file, text, new text)
+# and those programs are compiled again from it.
+SMALL_EDITS = [
+    ("espresso/main.c", "i < 20; i++", "i < 1; i++"),
+    ("alloc-test/allocator_tester.cpp", "iterCount = 100000000", "iterCount = 5000000"),
+    ("glibc-bench/bench-malloc-simple.c", "NUM_ITERS 2000000", "NUM_ITERS 100000"),
+    ("malloc-large/malloc-large.cpp", "kNumIterations = 2000", "kNumIterations = 100"),
+    ("barnes/input", "163840", "16384"),
+]
+SMALL_BUILDS = ("espresso", "alloc-test", "glibc-simple", "malloc-large")
+
+
+def build_small():
+    """The fixed-work programs on less work, as (name, argv, stdin file or
+    None, how much less). Not here: the fixed-time programs (larson, rptest,
+    xmalloc-test, glibc-thread), which do different work under each
+    allocator, and cache-scratch and cache-thrash, which measure the false
+    sharing of cache lines between cores that callgrind does not model."""
+    tree = _export()
+    bench, small = os.path.join(tree, "bench"), os.path.join(tree, "bench-small")
+    if not os.path.isdir(small):
+        shutil.rmtree(small + ".tmp", ignore_errors=True)
+        shutil.copytree(bench, small + ".tmp")
+        for path, old, new in SMALL_EDITS:
+            with open(os.path.join(small + ".tmp", path)) as f:
+                text = f.read()
+            if old not in text:
+                sys.exit("bench/classic.py: %r is not in mimalloc-bench's %s any more" % (old, path))
+            with open(os.path.join(small + ".tmp", path), "w") as f:
+                f.write(text.replace(old, new, 1))
+        os.rename(small + ".tmp", small)
+    _compile(bench, os.path.join(tree, "bin"))
+    _compile(small, os.path.join(tree, "bin-small"), SMALL_BUILDS)
+    b = lambda n: os.path.join(tree, "bin", n)
+    s = lambda n: os.path.join(tree, "bin-small", n)
+    n = str(min(os.cpu_count() or 1, 16))
+    return [
+        ("cfrac", [b("cfrac"), "123456789012345678901234567"], None, "a 27-digit number (44 in the suite)"),
+        ("espresso", [s("espresso"), "-s", os.path.join(bench, "espresso", "largest.espresso")], None,
+         "1 pass (20)"),
+        ("barnes", [b("barnes")], os.path.join(small, "barnes", "input"), "16,384 bodies (163,840)"),
+        ("alloc-test1", [s("alloc-test"), "1"], None, "5e6 iterations (1e8)"),
+        ("alloc-testN", [s("alloc-test"), n], None, "5e6 iterations (1e8)"),
+        ("glibc-simple", [s("glibc-simple")], None, "1e5 iterations (2e6)"),
+        ("malloc-large", [s("malloc-large")], None, "100 buffers (2,000)"),
+        ("mstressN", [b("mstress"), n, "50", "25"], None, "as in the suite"),
+        ("mleak10", [b("mleak"), "5"], None, "as in the suite"),
+    ]
 
 def _more(n):
     """(name, program, arguments, what it does, relative time or None) of

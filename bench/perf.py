@@ -92,20 +92,60 @@ def perf_count(argv, preload):
         return counts, None
 
 
-def callgrind_ir(argv, preload):
+def callgrind_ir(argv, preload, stdin=None, functions=False):
+    """Total instructions (Ir) of argv under callgrind with LD_PRELOAD=preload;
+    with functions, also the instructions of each function in preload's
+    library itself ("functions": {name: Ir})."""
     with tempfile.TemporaryDirectory(prefix="hakperf.") as d:
         env = dict(os.environ)
         env["LD_PRELOAD"] = preload
-        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + os.path.join(
-            d, "cg.out")] + argv
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+        out = os.path.join(d, "cg.out")
+        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] + argv
+        with open(stdin or os.devnull) as inp:
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env, stdin=inp, timeout=1200)
         if p.returncode != 0:   # the program's own last words, not valgrind's stack: one table cell
             said = [l for l in p.stderr.splitlines() if l.strip() and not l.startswith("==")]
             return None, "exit %d under callgrind: %s" % (p.returncode, (said or ["?"])[-1][:200])
         m = re.search(r"Collected : (\d+)", p.stderr)
         if not m:
             return None, "no 'Collected' line from callgrind"
-        return {"instructions": float(m.group(1))}, None
+        r = {"instructions": float(m.group(1))}
+        if functions:
+            r["functions"] = self_costs(out, preload)
+        return r, None
+
+
+def self_costs(path, lib):
+    """Each function's own Ir (its callees' not included) in a callgrind
+    profile, for the functions of the object lib: names compressed as
+    "fn=(id) name" and referred to as "fn=(id)"; the cost line after a
+    "calls=" line is the callee's, not the function's."""
+    lib = os.path.realpath(lib)
+    names, costs = {"ob": {}, "fn": {}}, {}
+    ob = fn = None
+    callee = False
+    for line in open(path, errors="replace"):
+        key, eq, rest = line.partition("=")
+        if eq and key in ("ob", "fn", "cob", "cfn"):
+            m = re.match(r"\((\d+)\)\s*(.*)", rest.strip())
+            kind = key[-2:]
+            name = rest.strip()
+            if m:
+                name = names[kind].setdefault(m.group(1), m.group(2))
+            if key == "ob":
+                ob = name
+            elif key == "fn":
+                fn = name
+        elif eq and key == "calls":
+            callee = True
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            if callee:
+                callee = False
+                continue
+            f = line.split()
+            if len(f) > 1 and ob and os.path.realpath(ob) == lib:
+                costs[fn] = costs.get(fn, 0) + int(f[1])
+    return costs
 
 
 def main():
