@@ -227,9 +227,13 @@ void hak_cache_restart(hak_heap_t *h, unsigned cls, void **from, uint32_t n) {
   h->flushing[cls] = 0;
 }
 
-/* A class's cache goes back to its slabs, and starts again. */
+/* A class's cache goes back to its slabs, and starts again. A heap's
+ * release returns every class's cache, most of them empty in a short
+ * thread: those skip the flush (mleak: 19,000 instructions a thread exit,
+ * 11,000 of them flushes of empty caches). */
 void hak_cache_return(hak_heap_t *h, unsigned cls) {
-  hak_cache_flush(h, cls, hak_cache_count(&h->cache[cls]));
+  uint32_t n = hak_cache_count(&h->cache[cls]);
+  if (n) hak_cache_flush(h, cls, n);
   hak_cache_restart(h, cls, NULL, 0);
 }
 
