@@ -303,7 +303,7 @@ TEST_BINS := $(addprefix $(T)/,$(TESTS_C) $(TESTS_CXX)) \
                $(B)/valgrind/libhakmem.so $(B)/valgrind/$(SONAME))
 
 test: all $(TEST_BINS)
-	@tests/run.sh
+	@INTERNAL_TESTS="$(INTERNAL_TESTS)" tests/run.sh
 
 # make fuzz [FUZZ_OPS=1e8] [FUZZ_SEED=n] [FUZZ_THREADS=n] [FUZZ_PROFILE=lean]
 # [FUZZ_ARENA=noarena]: every profile, with and without the arena, FUZZ_OPS

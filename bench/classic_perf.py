@@ -40,9 +40,15 @@ def top_functions(costs):
     return ", ".join("%s %.2f" % (name, ir / 1e6) for name, ir in best) or "-"
 
 
-def hakmem_counts(argv, lib, stdin):
-    """Refills, flushes, BigCache misses and madvise calls of a native run."""
-    r = bl.run_once(argv, lib, env=["HAKMEM_STATS=json"], result=False, stdin=stdin)
+def fewest(row):
+    """(own instructions, name) of the peer with the fewest, or None."""
+    peers = [(c["own"], a) for a, c in row.items() if a != "hakmem" and "own" in c]
+    return min(peers) if peers else None
+
+
+def hakmem_counts(r):
+    """Refills, flushes, BigCache misses and madvise calls of a native run
+    with HAKMEM_STATS=json (its report, on stderr)."""
     line = next((l for l in reversed(r["stderr"].splitlines()) if l.startswith("{")), None)
     if not r["ok"] or not line:
         return None
@@ -72,7 +78,8 @@ def main():
         row = results[name] = {"bump": {"functions": loop["functions"]}}
         for a, lib in allocs:
             r, err = perf.callgrind_ir(argv, lib, stdin, functions=True)
-            n = bl.run_once(argv, lib, result=False, stdin=stdin)
+            n = bl.run_once(argv, lib, env=["HAKMEM_STATS=json"] if a == "hakmem" else [], result=False,
+                            stdin=stdin)
             cell = {"error": err or (None if n["ok"] else bl.short_error(n))}
             if r:
                 cell["own"] = r["instructions"] - loop["instructions"]
@@ -80,7 +87,7 @@ def main():
             if n["ok"]:
                 cell.update(faults=n["minflt"], user=n["user_s"], sys=n["sys_s"])
             if a == "hakmem":
-                cell["counts"] = hakmem_counts(argv, lib, stdin)
+                cell["counts"] = hakmem_counts(n)
             row[a] = cell
             print("  %-13s %-9s %s" % (name, a, cell["error"] or "%.2fM own instructions" % (cell["own"] / 1e6)))
             sys.stdout.flush()
@@ -93,8 +100,7 @@ def main():
     head = ["program"] + names + ["hakmem ÷ fewest peer"]
     table = []
     for name, row in results.items():
-        peers = [(c["own"], a) for a, c in row.items() if a != "hakmem" and "own" in c]
-        best = min(peers) if peers else None
+        best = fewest(row)
         hak = row.get("hakmem", {}).get("own")
         table.append([name] + [("%.2f" % (row[a]["own"] / 1e6)) if "own" in row.get(a, {}) else
                                ("FAIL: " + (row.get(a, {}).get("error") or "?"))[:60] for a in names] +
@@ -104,8 +110,8 @@ def main():
     lines += ["## Per program: the allocator's functions by their own instructions, and native runs", ""]
     detail = []
     for name, row in results.items():
-        peers = [(c["own"], a) for a, c in row.items() if a != "hakmem" and "own" in c]
-        for a in ["bump", "hakmem"] + ([min(peers)[1]] if peers else []):
+        best = fewest(row)
+        for a in ["bump", "hakmem"] + ([best[1]] if best else []):
             c = row.get(a)
             if not c or "functions" not in c:
                 continue

@@ -122,29 +122,27 @@ def self_costs(path, lib):
     "calls=" line is the callee's, not the function's."""
     lib = os.path.realpath(lib)
     names, costs = {"ob": {}, "fn": {}}, {}
-    ob = fn = None
-    callee = False
-    for line in open(path, errors="replace"):
-        key, eq, rest = line.partition("=")
-        if eq and key in ("ob", "fn", "cob", "cfn"):
-            m = re.match(r"\((\d+)\)\s*(.*)", rest.strip())
-            kind = key[-2:]
-            name = rest.strip()
-            if m:
-                name = names[kind].setdefault(m.group(1), m.group(2))
-            if key == "ob":
-                ob = name
-            elif key == "fn":
-                fn = name
-        elif eq and key == "calls":
-            callee = True
-        elif line[:1].isdigit() or line[:1] in "+-*":
-            if callee:
-                callee = False
-                continue
-            f = line.split()
-            if len(f) > 1 and ob and os.path.realpath(ob) == lib:
-                costs[fn] = costs.get(fn, 0) + int(f[1])
+    fn = None
+    mine = callee = False   # mine: the current object is lib
+    with open(path, errors="replace") as f:
+        for line in f:
+            key, eq, rest = line.partition("=")
+            if eq and key in ("ob", "fn", "cob", "cfn"):
+                m = re.match(r"\((\d+)\)\s*(.*)", rest.strip())
+                name = names[key[-2:]].setdefault(m.group(1), m.group(2)) if m else rest.strip()
+                if key == "ob":
+                    mine = os.path.realpath(name) == lib
+                elif key == "fn":
+                    fn = name
+            elif eq and key == "calls":
+                callee = True
+            elif line[:1].isdigit() or line[:1] in "+-*":
+                if callee:
+                    callee = False
+                    continue
+                fields = line.split()
+                if len(fields) > 1 and mine:
+                    costs[fn] = costs.get(fn, 0) + int(fields[1])
     return costs
 
 

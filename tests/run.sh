@@ -18,6 +18,7 @@ set -u
 cd "$(dirname "$0")/.."
 BUILD=build
 TESTS=$BUILD/test
+: "${INTERNAL_TESTS:?is set by make test (the Makefile lists the tests of internals)}"
 LOGS=$TESTS/logs
 mkdir -p "$LOGS"
 export TSAN_OPTIONS=halt_on_error=1
@@ -96,8 +97,7 @@ for prefix in "${VARIANTS[@]}"; do
 done
 # Without the arena: an address-space limit refuses its reservation, so
 # SuperSlabs are mapped one by one and free finds them through the registry.
-for t in test_classes test_superslab test_remote test_cache test_large test_purge test_heaps test_prof_internals \
-  test_api test_stress; do
+for t in $INTERNAL_TESTS test_api test_stress; do
   bin=$TESTS/$t
   [ -x "$bin" ] || continue
   start=$SECONDS
