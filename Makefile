@@ -206,7 +206,7 @@ $(B)/bench/tools/libbump.so: bench/tools/bump.c | $(B)/bench/tools
 $(B)/bench $(B)/bench/tools:
 	mkdir -p $@
 
-.PHONY: bench bench-real bench-classic bench-classic-perf bench-perf bench-smoke peers ab soak
+.PHONY: bench bench-real bench-classic bench-classic-perf bench-threads bench-perf bench-smoke peers ab soak
 bench: $(B)/libhakmem.so bench-programs
 	python3 bench/run.py
 bench-real: $(B)/libhakmem.so $(BENCH_TOOLS)
@@ -214,6 +214,8 @@ bench-real: $(B)/libhakmem.so $(BENCH_TOOLS)
 	python3 bench/redis.py
 bench-classic: $(B)/libhakmem.so $(BENCH_TOOLS)
 	python3 bench/real.py --classic
+bench-threads: $(B)/libhakmem.so bench-programs
+	python3 bench/real.py --threads
 bench-classic-perf: $(B)/libhakmem.so $(BENCH_TOOLS)
 	python3 bench/classic_perf.py
 bench-perf: $(B)/libhakmem.so bench-programs

@@ -242,6 +242,37 @@ def _more(n):
     ]
 
 
+def threads(counts):
+    """The oversubscribed runs (make bench-threads): larson, xmalloc-test,
+    mstress and the project's xthread (every free remote) with each count
+    of threads in counts, whatever the number of CPUs, as bench/real.py's
+    programs(). xmalloc-test and xthread run half the threads as producers
+    and half as consumers."""
+    tree = _export()
+    out = os.path.join(tree, "bin")
+    _compile(os.path.join(tree, "bench"), out, ("larson", "xmalloc-test", "mstress"))
+    work = os.path.join(DIR, "work")
+    os.makedirs(work, exist_ok=True)
+    xthread = os.path.join(benchlib.BIN, "xthread")
+    if not os.path.exists(xthread):
+        sys.exit("bench/classic.py: %s not built (make bench-programs)" % xthread)
+    pkg = "mimalloc-bench (built from source)"
+    progs = []
+    for n in counts:
+        half = str(max(n // 2, 1))
+        for name, prog, args, what, time in _more(n):
+            if name == "xmalloc-testN":
+                args = "-w %s -t 5 -s 64" % half
+            if name in ("larsonN", "xmalloc-testN", "mstressN"):
+                progs.append(_timed("%s-%d" % (name[:-1], n), pkg, ["env", "--chdir=" + work, os.path.join(out, prog)]
+                                    + args.split(), "%s, %d threads" % (what, n), time))
+        progs.append({"name": "xthread-%d" % n, "pkg": "hakmem's bench (make bench-programs)",
+                      "argv": [xthread, half, half, "10000000", "16", "512"], "env": [],
+                      "what": "xthread: producers' blocks freed by consumers through rings, %d threads" % n,
+                      "check": _lines(lambda l: False), "checks": "exit status"})
+    return progs
+
+
 def _timed(name, pkg, argv, what, time):
     """A program of _more(): its exit status is what is checked; time, if
     given, scores its run instead of its wall time (bench/real.py)."""

@@ -21,9 +21,12 @@ Environment:
 
 With --classic, the programs are instead mimalloc-bench's classic ones,
 built from its sources at bench time (bench/classic.py), and the results go
-to bench/results/classic.{md,json}.
+to bench/results/classic.{md,json}. With --threads, they are larson,
+xmalloc-test, mstress and the project's xthread with each number of
+threads in BENCH_THREADS (default 2,16,64), on whatever CPUs the machine
+has (bench/results/threads.{md,json}).
 
-Usage: python3 bench/real.py [--classic] [--list]
+Usage: python3 bench/real.py [--classic | --threads] [--list]
 """
 
 import glob
@@ -316,9 +319,18 @@ def main():
     timeout = bl.env_float("BENCH_TIMEOUT", 120)
     if runs < 1:
         sys.exit("real.py: BENCH_RUNS must be >= 1")
-    suite = "classic" if "--classic" in sys.argv else "real"
+    suite = "classic" if "--classic" in sys.argv else "threads" if "--threads" in sys.argv else "real"
     inp = inputs_dir()
-    progs = classic.build() if suite == "classic" else programs(inp)
+    if suite == "threads":
+        try:
+            counts = [int(x) for x in os.environ.get("BENCH_THREADS", "2,16,64").split(",")]
+        except ValueError:
+            sys.exit("real.py: BENCH_THREADS is a list of thread counts, such as 2,16,64")
+        if min(counts) < 1:
+            sys.exit("real.py: BENCH_THREADS: thread counts are >= 1")
+        progs = classic.threads(counts)
+    else:
+        progs = classic.build() if suite == "classic" else programs(inp)
     if "--list" in sys.argv:
         for p in progs:
             print("%-11s %s" % (p["name"], p["what"]))
@@ -335,7 +347,7 @@ def main():
 
     allocs, missing, info = bl.announce(
         "  `make peers` installs the peers (apt-get install libmimalloc2.0 "
-        "libjemalloc2 libtcmalloc-minimal4)", source_peers=suite == "classic")
+        "libjemalloc2 libtcmalloc-minimal4)", source_peers=suite != "real")
     names = [a for a, _ in allocs]
     print("allocators: " + ", ".join("%s=%s" % (a, p or "(libc)") for a, p in allocs))
     skipped = [(p["name"], installed(p)) for p in progs]
@@ -397,7 +409,8 @@ def main():
     results = {p["name"]: {a: summarize(raw[p["name"]][a]) for a in names} for p in progs}
     tab = table(results, progs, names)
     head = ["# hakmem: %s under each allocator" % (
-        "real programs" if suite == "real" else "mimalloc-bench's classic programs"), ""]
+        {"real": "real programs", "classic": "mimalloc-bench's classic programs",
+         "threads": "threaded programs with more threads than CPUs"}[suite]), ""]
     head += ["- " + l for l in bl.machine_lines(info)]
     head += ["- date: %s; total time %.0f s; 1-min load average %.2f at the start, %.2f at "
              "the end" % (info["date"], elapsed, load_start, load_end),
