@@ -179,6 +179,7 @@ hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a);
 hak_superslab_t *hak_shared_pool_pop(void);
 void hak_shared_pool_push(hak_superslab_t *ss);
 int  hak_shared_pool_trim(void);
+void hak_release_schedule_pooled(hak_superslab_t *ss);   /* a deadline for a pooled SuperSlab's dirty units */
 
 /* ---- release.c: giving memory back to the OS */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss);

@@ -2,6 +2,7 @@
  * once the blocks left are freed, their free memory is purged, and a new
  * thread adopts the abandoned heap. */
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "internals.h"
@@ -102,9 +103,84 @@ static void test_heap_adoption(void) {
   CHECK(exited_heap == first, "new thread did not adopt the abandoned heap");
 }
 
+/* A thread's exit gives its heap's empty SuperSlabs beyond
+ * KEEP_EMPTY_SUPERSLABS to the shared pool with their pages, while the
+ * background purger runs (shared_pool.c): the next thread that needs
+ * SuperSlabs takes them without faulting those pages in again, and the
+ * ones nobody takes go back to the OS when the purge delay has passed,
+ * with no call. Outside the arena, or without the purger, no sweep would
+ * reach them: they are decommitted as they come in. */
+enum { POOL_N = 96, POOL_SIZE = 49152 };   /* 4.5 MiB: three SuperSlabs or so */
+static void *pool_blocks[POOL_N];
+static long pool_faults;   /* the second thread's page faults while it fills its blocks */
+static int pool_reused;    /* and how many of them lie in the first thread's SuperSlabs */
+
+static int in_pool_superslabs(void *p) {
+  for (int i = 0; i < POOL_N; i++)
+    if (hak_ss_of(pool_blocks[i]) == hak_ss_of(p)) return 1;
+  return 0;
+}
+
+static void *pool_thread(void *arg) {
+  static void *mine[POOL_N];
+  struct rusage before, after;
+  getrusage(RUSAGE_THREAD, &before);
+  for (int i = 0; i < POOL_N; i++) memset(mine[i] = malloc(POOL_SIZE), i, POOL_SIZE);
+  getrusage(RUSAGE_THREAD, &after);
+  if (arg) {   /* the second thread */
+    pool_faults = after.ru_minflt - before.ru_minflt;
+    pool_reused = 0;
+    for (int i = 0; i < POOL_N; i++) pool_reused += in_pool_superslabs(mine[i]);
+  } else {
+    memcpy(pool_blocks, mine, sizeof mine);
+  }
+  for (int i = 0; i < POOL_N; i++) free(mine[i]);
+  return arg;
+}
+
+/* Pooled SuperSlabs of the first thread's blocks with pages resident. */
+static int pool_dirty(void) {
+  int n = 0;
+  for (int i = 0; i < POOL_N; i++) {
+    hak_superslab_t *ss = hak_ss_of(pool_blocks[i]);
+    n += ss->owner == NULL && HAK_DIRTY(atomic_load(&ss->dirty)) != 0;
+  }
+  return n;
+}
+
+static void test_pooled_superslabs(void) {
+  long delay = hak_option_get(hak_option_purge_delay_ms), keep = hak_option_get(hak_option_keep_empty_superslabs);
+  hak_option_set(hak_option_purge_delay_ms, 1000);
+  hak_option_set(hak_option_keep_empty_superslabs, 0);
+  pthread_t t;
+  pthread_create(&t, NULL, pool_thread, NULL);
+  pthread_join(t, NULL);
+  int pooled = 0;
+  for (int i = 0; i < POOL_N; i++) pooled += hak_ss_of(pool_blocks[i])->owner == NULL;
+  CHECK(pooled > POOL_N / 2, "only %d of %d blocks of an exited thread lie in pooled SuperSlabs", pooled, POOL_N);
+  bool warm = !getenv("TEST_NO_ARENA") && atomic_load(&hak_purger_state) == PURGER_RUNNING;
+  if (!warm) {
+    CHECK(pool_dirty() == 0, "%d pooled SuperSlabs kept pages no sweep reaches", pool_dirty());
+  } else {
+    CHECK(pool_dirty() > 0, "the pooled SuperSlabs of an exited thread lost their pages at once");
+    pthread_create(&t, NULL, pool_thread, pool_blocks);
+    pthread_join(t, NULL);
+    CHECK(pool_reused > POOL_N / 2, "only %d of %d blocks of a new thread came from pooled SuperSlabs", pool_reused,
+          POOL_N);
+    CHECK(pool_faults < POOL_N * POOL_SIZE / 4096 / 4, "%ld page faults filling %d KiB on pooled SuperSlabs",
+          pool_faults, POOL_N * POOL_SIZE / 1024);
+    for (int k = 0; k < 100 && pool_dirty(); k++) usleep(100 * 1000);   /* the delay, twice at most: 2 s */
+    CHECK(pool_dirty() == 0, "%d pooled SuperSlabs still have pages 10 s after their delay", pool_dirty());
+  }
+  hak_option_set(hak_option_purge_delay_ms, delay);
+  hak_option_set(hak_option_keep_empty_superslabs, keep);
+  hak_trim();
+}
+
 static const test_case_t cases[] = {
     {"exited_superslabs", test_exited_superslabs},
     {"heap_adoption", test_heap_adoption},
+    {"pooled_superslabs", test_pooled_superslabs},
 };
 
 int main(int argc, char **argv) { return RUN_INTERNAL_CASES("heaps", cases, argc, argv); }

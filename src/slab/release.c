@@ -74,6 +74,15 @@ void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
   hak_purger_notify();
 }
 
+/* The pooled SuperSlab ss (shared_pool.c) gets a deadline for its dirty
+ * units, if it has any and none yet; the purger sweeps it then. */
+void hak_release_schedule_pooled(hak_superslab_t *ss) {
+  uint64_t due = 0;
+  if (HAK_DIRTY(atomic_load(&ss->dirty)) &&
+      atomic_compare_exchange_strong(&ss->purge_at, &due, purge_deadline(hak_os_now_ms())))
+    hak_purger_notify();
+}
+
 /* Decommit the pages of the units in mask (unit 0 keeps its header page). */
 static void decommit_units(hak_superslab_t *ss, uint32_t mask) {
   unsigned first = 0;

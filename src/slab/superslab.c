@@ -47,11 +47,9 @@ static hak_superslab_t *ss_adopt(hak_heap_t *h, hak_superslab_t *ss) {
 }
 
 /* An empty SuperSlab of a heap whose thread exited, with pages resident,
- * for heap h (hak_heap_reclaim_superslab); its dirty units, what they last
- * held and their deadline stay. NULL if none. */
-static hak_superslab_t *ss_reclaim(hak_heap_t *h) {
-  hak_superslab_t *ss = hak_heap_reclaim_superslab();
-  if (!ss) return NULL;
+ * for heap h (hak_heap_reclaim_superslab), or one from the shared pool:
+ * its dirty units, what they last held and their deadline stay. */
+static hak_superslab_t *ss_take_warm(hak_heap_t *h, hak_superslab_t *ss) {
   h->purge_at = hak_deadline_min(h->purge_at, atomic_load_explicit(&ss->purge_at, memory_order_relaxed));
   return ss_adopt(h, ss);
 }
@@ -60,7 +58,9 @@ static hak_superslab_t *ss_reclaim(hak_heap_t *h) {
  * the arena, else a new mapping. */
 static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   hak_superslab_t *ss = hak_shared_pool_pop();
-  if (ss) {   /* closed (dirty 0) when it was given up; sweeps only read it */
+  if (ss) {
+    if (HAK_DIRTY(atomic_load_explicit(&ss->dirty, memory_order_acquire))) return ss_take_warm(h, ss);
+    /* decommitted: what its units held and their deadlines are past */
     memset(ss->span_class, 0, sizeof ss->span_class);
     atomic_store_explicit(&ss->purge_at, 0, memory_order_relaxed);
     atomic_store_explicit(&ss->aged, 0, memory_order_relaxed);
@@ -79,13 +79,9 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
 }
 
 /* Unlink an empty SuperSlab from its heap and hand it to the shared pool;
- * false (it stays) while a sweep is decommitting some of its units. Clearing
- * the dirty word first leaves sweeps nothing to claim. */
+ * false (it stays) while a sweep is decommitting some of its units. */
 bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss) {
-  uint64_t w = atomic_load(&ss->dirty);
-  do {
-    if (HAK_PURGING(w)) return false;
-  } while (!atomic_compare_exchange_weak(&ss->dirty, &w, 0));
+  if (HAK_PURGING(atomic_load(&ss->dirty))) return false;
   ss_list_remove(&h->superslabs, ss);
   h->empty_superslabs--;
   hak_shared_pool_push(ss);
@@ -272,11 +268,12 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
     if (ss) ss_survey(h, cls, units, tiny, false, &best);   /* a sweep took the run: all of them */
     ss = NULL;
     if (best && (u = claim_span(best, cls, units, tiny, RUN_WARM)) >= 0) ss = best;
-    else if ((ss = ss_reclaim(h))) u = claim_span(ss, cls, units, tiny, RUN_ANY);
+    else if ((ss = hak_heap_reclaim_superslab()) && (ss = ss_take_warm(h, ss))) u = claim_span(ss, cls, units, tiny, RUN_ANY);
     else if (best && (u = claim_span(best, cls, units, tiny, RUN_ANY)) >= 0) ss = best;
     if (u < 0) {
       if (!(ss = ss_acquire(h))) return NULL;
-      u = claim_span(ss, cls, units, tiny, RUN_ANY);
+      while ((u = claim_span(ss, cls, units, tiny, RUN_ANY)) < 0)
+        hak_os_yield();   /* a sweep is decommitting some units of an empty pooled one (shared_pool.c) */
     }
   }
   if (cls >= HAK_CACHED_CLASSES) h->span_freed = 0;
