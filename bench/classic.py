@@ -42,6 +42,7 @@ import benchlib
 
 URL = "https://github.com/daanx/mimalloc-bench"
 DIR = os.path.join(benchlib.BUILD, "bench", "classic")
+PKG = "mimalloc-bench (built from source)"
 
 CFRAC = ("cfrac.c pops.c pconst.c pio.c pabs.c pneg.c pcmp.c podd.c phalf.c padd.c psub.c "
          "pmul.c pdivmod.c psqrt.c ppowmod.c atop.c ptoa.c itop.c utop.c ptou.c errorp.c "
@@ -137,31 +138,28 @@ def build():
     out = os.path.join(tree, "bin")
     _compile(bench, out)
     exe = lambda n: os.path.join(out, n)
-    pkg = "mimalloc-bench (built from source)"
-    work = os.path.join(DIR, "work")   # where the programs run: rptest writes its results there
-    os.makedirs(work, exist_ok=True)
     return [
-        {"name": "cfrac", "pkg": pkg, "argv": [exe("cfrac"), "17545186520507317056371138836327483792789528"],
+        {"name": "cfrac", "pkg": PKG, "argv": [exe("cfrac"), "17545186520507317056371138836327483792789528"],
          "env": [], "what": "cfrac: factors a 44-digit number by continued fractions", "check": _lines(),
          "checks": "stdout (the factors)"},
-        {"name": "espresso", "pkg": pkg, "argv": [exe("espresso"), "-s", os.path.join(bench, "espresso", "largest.espresso")],
+        {"name": "espresso", "pkg": PKG, "argv": [exe("espresso"), "-s", os.path.join(bench, "espresso", "largest.espresso")],
          "env": [], "what": "espresso: two-level logic minimization of largest.espresso, 20 times",
          "check": _lines(lambda l: "cost is" in l, lambda l: l.split("cost is")[1]),
          "checks": "the costs it prints (-s; mimalloc-bench's copy prints no solution)"},
-        {"name": "barnes", "pkg": pkg, "env": [], "check": _lines(lambda l: "TIME" not in l and "COMPUTE" not in l),
+        {"name": "barnes", "pkg": PKG, "env": [], "check": _lines(lambda l: "TIME" not in l and "COMPUTE" not in l),
          "argv": ["sh", "-c", 'exec "$0" < "$1"', exe("barnes"), os.path.join(bench, "barnes", "input")],
          "what": "barnes: Barnes-Hut n-body, 163840 bodies", "checks": "stdout but its timing lines"},
-        {"name": "alloc-test1", "pkg": pkg, "argv": [exe("alloc-test"), "1"], "env": [],
+        {"name": "alloc-test1", "pkg": PKG, "argv": [exe("alloc-test"), "1"], "env": [],
          "what": "alloc-test 1: one thread's random-size alloc/free mix",
          "check": _lines(lambda l: "ctr =" in l, lambda l: l.split("ctr =")[1]),
          "checks": "its final counter"},
-        {"name": "glibc-simple", "pkg": pkg, "argv": [exe("glibc-simple")], "env": [],
+        {"name": "glibc-simple", "pkg": PKG, "argv": [exe("glibc-simple")], "env": [],
          "what": "glibc's bench-malloc-simple: batches of 25..1600 blocks of 16..64 B",
          "check": _lines(lambda l: False), "checks": "exit status"},
-        {"name": "malloc-large", "pkg": pkg, "argv": [exe("malloc-large")], "env": [],
+        {"name": "malloc-large", "pkg": PKG, "argv": [exe("malloc-large")], "env": [],
          "what": "malloc-large: 5..25 MiB buffers replaced at random, zero-filled",
          "check": _lines(lambda l: False), "checks": "exit status"},
-    ] + [_timed(name, pkg, ["env", "--chdir=" + work, exe(prog)] + args.split(), what, time)
+    ] + [_timed(name, exe(prog), args, what, time)
          for name, prog, args, what, time in _more(os.cpu_count() or 1)]
 
 
@@ -251,12 +249,9 @@ def threads(counts):
     tree = _export()
     out = os.path.join(tree, "bin")
     _compile(os.path.join(tree, "bench"), out, ("larson", "xmalloc-test", "mstress"))
-    work = os.path.join(DIR, "work")
-    os.makedirs(work, exist_ok=True)
     xthread = os.path.join(benchlib.BIN, "xthread")
     if not os.path.exists(xthread):
         sys.exit("bench/classic.py: %s not built (make bench-programs)" % xthread)
-    pkg = "mimalloc-bench (built from source)"
     progs = []
     for n in counts:
         half = str(max(n // 2, 1))
@@ -264,8 +259,8 @@ def threads(counts):
             if name == "xmalloc-testN":
                 args = "-w %s -t 5 -s 64" % half
             if name in ("larsonN", "xmalloc-testN", "mstressN"):
-                progs.append(_timed("%s-%d" % (name[:-1], n), pkg, ["env", "--chdir=" + work, os.path.join(out, prog)]
-                                    + args.split(), "%s, %d threads" % (what, n), time))
+                progs.append(_timed("%s-%d" % (name[:-1], n), os.path.join(out, prog), args,
+                                    "%s, %d threads" % (what, n), time))
         progs.append({"name": "xthread-%d" % n, "pkg": "hakmem's bench (make bench-programs)",
                       "argv": [xthread, half, half, "10000000", "16", "512"], "env": [],
                       "what": "xthread: producers' blocks freed by consumers through rings, %d threads" % n,
@@ -273,10 +268,14 @@ def threads(counts):
     return progs
 
 
-def _timed(name, pkg, argv, what, time):
-    """A program of _more(): its exit status is what is checked; time, if
-    given, scores its run instead of its wall time (bench/real.py)."""
-    p = {"name": name, "pkg": pkg, "argv": argv, "env": [], "what": what,
+def _timed(name, exe, args, what, time):
+    """A program of _more(), exe with the arguments args (one string), run
+    in build/bench/classic/work/ (rptest writes its results where it runs):
+    its exit status is what is checked; time, if given, scores its run
+    instead of its wall time (bench/real.py)."""
+    work = os.path.join(DIR, "work")
+    os.makedirs(work, exist_ok=True)
+    p = {"name": name, "pkg": PKG, "argv": ["env", "--chdir=" + work, exe] + args.split(), "env": [], "what": what,
          "check": _lines(lambda l: False), "checks": "exit status"}
     if time:
         p["time"] = time

@@ -52,6 +52,12 @@ void hak_release_retaken(uint64_t purged_at) {
  * dirty (types.h). */
 static uint64_t purge_deadline(uint64_t now) { return now + hak_release_delay() / 2; }
 
+/* The deadline of ss's dirty units: the one it has, else one from now. */
+static uint64_t ss_deadline(hak_superslab_t *ss, uint64_t now) {
+  uint64_t none = 0, when = purge_deadline(now);
+  return atomic_compare_exchange_strong(&ss->purge_at, &none, when) ? when : none;
+}
+
 /* Is ss wholly empty, and one more than the keep its heap h may hold? */
 static bool extra_empty(const hak_heap_t *h, const hak_superslab_t *ss, uint32_t keep) {
   return ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > keep;
@@ -66,10 +72,7 @@ void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
       hak_superslab_give_up(h, ss))
     return;
   uint64_t due = atomic_load(&ss->purge_at);
-  if (!due) {
-    uint64_t when = purge_deadline(hak_os_now_ms());
-    if (atomic_compare_exchange_strong(&ss->purge_at, &due, when)) due = when;
-  }
+  if (!due) due = ss_deadline(ss, hak_os_now_ms());
   h->purge_at = hak_deadline_min(h->purge_at, due);
   hak_purger_notify();
 }
@@ -77,10 +80,9 @@ void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
 /* The pooled SuperSlab ss (shared_pool.c) gets a deadline for its dirty
  * units, if it has any and none yet; the purger sweeps it then. */
 void hak_release_schedule_pooled(hak_superslab_t *ss) {
-  uint64_t due = 0;
-  if (HAK_DIRTY(atomic_load(&ss->dirty)) &&
-      atomic_compare_exchange_strong(&ss->purge_at, &due, purge_deadline(hak_os_now_ms())))
-    hak_purger_notify();
+  if (!HAK_DIRTY(atomic_load(&ss->dirty))) return;
+  ss_deadline(ss, hak_os_now_ms());
+  hak_purger_notify();
 }
 
 /* Decommit the pages of the units in mask (unit 0 keeps its header page). */
@@ -133,8 +135,7 @@ static uint64_t sweep(hak_superslab_t *ss, uint64_t now, bool force, int *releas
     if (due && !atomic_compare_exchange_strong(&ss->purge_at, &due, 0)) return due;
     if (!HAK_DIRTY(atomic_load(&ss->dirty))) return 0;
   }
-  uint64_t none = 0, when = purge_deadline(now);
-  return atomic_compare_exchange_strong(&ss->purge_at, &none, when) ? when : none;
+  return ss_deadline(ss, now);
 }
 
 /* Purge what h's deadlines allow (HAK_PURGE_DUE), or that and its empty

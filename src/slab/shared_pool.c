@@ -26,10 +26,12 @@ static _Atomic int pooled;
  * clear, no sweep touches it. */
 static void close_dirty(hak_superslab_t *ss) {
   uint64_t w = atomic_load(&ss->dirty);
-  while (w && (HAK_PURGING(w) || !atomic_compare_exchange_weak(&ss->dirty, &w, 0))) {
+  for (;;) {
     if (HAK_PURGING(w)) {
       hak_os_yield();
       w = atomic_load(&ss->dirty);
+    } else if (!w || atomic_compare_exchange_weak(&ss->dirty, &w, 0)) {
+      return;
     }
   }
 }

@@ -268,7 +268,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
     if (ss) ss_survey(h, cls, units, tiny, false, &best);   /* a sweep took the run: all of them */
     ss = NULL;
     if (best && (u = claim_span(best, cls, units, tiny, RUN_WARM)) >= 0) ss = best;
-    else if ((ss = hak_heap_reclaim_superslab()) && (ss = ss_take_warm(h, ss))) u = claim_span(ss, cls, units, tiny, RUN_ANY);
+    else if ((ss = hak_heap_reclaim_superslab())) u = claim_span(ss_take_warm(h, ss), cls, units, tiny, RUN_ANY);
     else if (best && (u = claim_span(best, cls, units, tiny, RUN_ANY)) >= 0) ss = best;
     if (u < 0) {
       if (!(ss = ss_acquire(h))) return NULL;
