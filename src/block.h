@@ -63,8 +63,14 @@ HAK_INLINE uint64_t hak_block_index(const hak_slab_t *s, uintptr_t a) {
 }
 
 /* True when a is the start of a block free accepts: one the slab has
- * carved (types.h), in use or not. */
-HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) { return hak_block_index(s, a) < HAK_LOAD_SHARED(s->limit); }
+ * carved (types.h), in use or not. The limit is read before the geometry
+ * (an acquire load, a plain one on x86-64): a thread preempted between the
+ * two reads must not pair a limit set since with a geometry from before it
+ * (types.h, "A unit's descriptor"). */
+HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) {
+  uint64_t limit = __atomic_load_n(&s->limit, __ATOMIC_ACQUIRE);
+  return hak_block_index(s, a) < limit;
+}
 
 /* The calling thread's identity as the user of a heap (heap.c): its thread
  * pointer, nonzero and unique among live threads, read in one instruction

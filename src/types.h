@@ -149,12 +149,24 @@ typedef struct hak_ucache_s hak_ucache_t;   /* below */
  * as it was when carving last reached this unit, so a block never handed out
  * is refused. A slab that empties sets its units' limits to 0 and keeps the
  * rest (geometry, head_delta, carved) until the units are used again, so that
- * a late free of one of its blocks can be told as a double free. */
+ * a late free of one of its blocks can be told as a double free.
+ *
+ * A unit's descriptor is read by free for any address that falls on it in
+ * the arena's table (NULL, blocks outside the arena, foreign pointers) while
+ * its owner may rewrite it, and a thread may be preempted between two of its
+ * reads. free reads the limit first: a nonzero limit was stored (release)
+ * after the geometry it goes with, and the geometry read after it is that
+ * one or a later slab's, each of which refuses every address outside the
+ * unit's SuperSlab (arena.c). So a geometry, once set, is never zeroed
+ * (ss_adopt keeps it): a zero one accepts address 0 and, with inverse 0,
+ * every address (mstress 64: free(NULL) read start 0 from the reset, was
+ * preempted, read the limit of the unit's next slab, and loaded NULL's
+ * second word). */
 typedef struct hak_slab_s {
   _Alignas(64) uint64_t inverse;   /* of the block size's odd part, mod 2^64 (hak_is_block) */
   uintptr_t start;         /* address of block 0 */
   uint64_t limit;          /* blocks free accepts (see above), 0 when the unit is not
-                              in use; 64 bits so that free compares with it in memory */
+                              in use; read before the geometry */
   hak_ucache_t *cache;     /* the owning heap's cache of the class */
   uintptr_t owner_thread;  /* hak_thread_id of the thread using the owning heap, 0: none (heap.c) */
   uint8_t  cls;

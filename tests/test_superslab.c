@@ -72,6 +72,56 @@ static void test_arena(void) {
   hak_option_set(hak_option_shared_pool_slots, slots);
 }
 
+/* The descriptors of a SuperSlab taken again keep their units' geometry
+ * (types.h, "A unit's descriptor"): free may read one's limit, be
+ * preempted, and read its geometry after the next slab set it up, so a
+ * geometry reset to zero, which accepts address 0 (and with inverse 0 every
+ * address), must never be seen; every geometry refuses addresses outside
+ * its SuperSlab whatever the limit. */
+static void test_reused_geometry(void) {
+  if (getenv("TEST_NO_ARENA")) return;   /* outside the arena a SuperSlab is mapped anew */
+  long keep = hak_option_get(hak_option_keep_empty_superslabs);
+  long slots = hak_option_get(hak_option_shared_pool_slots);
+  hak_option_set(hak_option_keep_empty_superslabs, 0);
+  hak_option_set(hak_option_shared_pool_slots, 0);
+  hak_trim();
+  enum { N = 64, MOST = 8 };
+  static char *blocks[N];
+  static uint64_t inverse[MOST][HAK_UNITS];
+  hak_superslab_t *given[MOST];
+  int n = 0;
+  for (int i = 0; i < N; i++) {
+    blocks[i] = malloc(100000);
+    hak_superslab_t *ss = hak_ss_of(blocks[i]);
+    if ((!n || given[n - 1] != ss) && n < MOST) given[n++] = ss;
+  }
+  for (int k = 0; k < n; k++)
+    for (int u = 0; u < HAK_UNITS; u++) inverse[k][u] = hak_ss_slabs(given[k])[u].inverse;
+  for (int i = 0; i < N; i++) free(blocks[i]);
+  hak_trim();
+  void *big = malloc(8u << 20);
+  int local = 0, again = 0;
+  uintptr_t foreign[] = {0, 8, (uintptr_t)&local, (uintptr_t)big, (uintptr_t)&test_reused_geometry};
+  for (int i = 0; i < N; i++) blocks[i] = malloc(i % 2 ? 200 : 30000);
+  for (int k = 0; k < n; k++) {
+    hak_slab_t *d = hak_ss_slabs(given[k]);
+    if (given[k]->owner != hak_tls_heap) continue;
+    again++;
+    for (int u = 0; u < HAK_UNITS; u++) {
+      CHECK(!inverse[k][u] || d[u].inverse, "unit %d's geometry was reset to zero when its SuperSlab was taken again",
+            u);
+      for (size_t f = 0; d[u].inverse && f < sizeof foreign / sizeof foreign[0]; f++)
+        CHECK(hak_block_index(&d[u], foreign[f]) > UINT32_MAX, "unit %d's geometry takes %#lx for a block", u,
+              (unsigned long)foreign[f]);
+    }
+  }
+  CHECK(again > 0, "none of the %d given-back SuperSlabs was taken again", n);
+  for (int i = 0; i < N; i++) free(blocks[i]);
+  free(big);
+  hak_option_set(hak_option_keep_empty_superslabs, keep);
+  hak_option_set(hak_option_shared_pool_slots, slots);
+}
+
 static long minor_faults(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -259,6 +309,7 @@ static void test_resident(void) { run_unpurged(resident_thread); }
 static const test_case_t cases[] = {
     {"registry", test_registry},
     {"arena", test_arena},
+    {"reused_geometry", test_reused_geometry},
     {"span", test_span},
     {"affinity", test_affinity},
     {"resident", test_resident},

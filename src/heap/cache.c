@@ -18,7 +18,7 @@ static void slab_accept(hak_slab_t *s, uint32_t first, uint32_t end) {
   hak_slab_t *slabs = hak_ss_slabs(ss);
   unsigned u = (unsigned)((at + (uintptr_t)first * bs) >> HAK_UNIT_SHIFT);
   unsigned last = (unsigned)((at + (uintptr_t)(end - 1) * bs) >> HAK_UNIT_SHIFT);
-  for (unsigned i = u; i <= last; i++) __atomic_store_n(&slabs[i].limit, end, __ATOMIC_RELAXED);
+  for (unsigned i = u; i <= last; i++) __atomic_store_n(&slabs[i].limit, end, __ATOMIC_RELEASE);   /* after the geometry */
   for (unsigned i = u; i <= (unsigned)((to - 1) >> HAK_UNIT_SHIFT); i++) {
     uintptr_t in = to - ((uintptr_t)i << HAK_UNIT_SHIFT);
     uint32_t pages = in >= HAK_UNIT_SIZE ? HAK_UNIT_SIZE / HAK_PAGE_BYTES : (uint32_t)((in + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES);

@@ -34,12 +34,29 @@ hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a) {
   return NULL;
 }
 
+/* The descriptors of an empty SuperSlab's units for a new owner: table
+ * entries outlive their SuperSlab. Their geometry stays: free may have read
+ * the limit of one (0, as the unit is free) and read its geometry any time
+ * later, so a geometry once set is never zero again (types.h, "A unit's
+ * descriptor"). */
+static void slabs_reset(hak_slab_t *s) {
+  for (unsigned i = 0; i < HAK_UNITS; i++) {
+    __atomic_store_n(&s[i].limit, 0, __ATOMIC_RELAXED);
+    s[i].cache = NULL;
+    __atomic_store_n(&s[i].owner_thread, 0, __ATOMIC_RELAXED);
+    s[i].cls = s[i].head_delta = s[i].units = 0;
+    s[i].capacity = s[i].carved = s[i].used = 0;
+    s[i].free = NULL;
+    s[i].in_full = s[i].zero = 0;
+  }
+}
+
 /* Make the empty SuperSlab ss heap h's, first in its list (ones with free
  * units first). */
 static hak_superslab_t *ss_adopt(hak_heap_t *h, hak_superslab_t *ss) {
   ss->owner = h;
   memset(ss->taken_gen, (uint8_t)(h->gen - 1), sizeof ss->taken_gen);   /* its slabs were an earlier thread's */
-  memset(hak_ss_slabs(ss), 0, HAK_UNITS * sizeof(hak_slab_t));   /* table entries outlive their SuperSlab */
+  slabs_reset(hak_ss_slabs(ss));
   ss->free_units = HAK_UNITS_ALL;
   ss_list_push(&h->superslabs, ss);
   h->empty_superslabs++;
