@@ -4,16 +4,15 @@
  * resident (dirty, types.h) for WARM_MS, so that a thread that takes it
  * meanwhile uses them without faulting them in again: a thread's exit
  * gives its heap's extra empty SuperSlabs here, and the threads that come
- * next take them (mstress 16 50 25: 90% of them within 100 ms; with
- * WARM_MS 50 its page faults fell by 22% at the same peak RSS, with 150
- * by 41% but its peak RSS rose by 4%: what waits in the pool adds to the
- * peak). Any push or pop decommits those pooled longer, and the
- * background purger's sweeps, which reach every SuperSlab of the arena,
- * those left at their purge deadline: a pool nobody uses any more holds
- * no more than a heap's free units would. Without the purger, and outside
- * the arena, where no sweep reaches, a SuperSlab is decommitted as it
- * comes in. One that finds no free slot among the first SHARED_POOL_SLOTS
- * is unmapped, or given back to the arena. */
+ * next take them; longer, what waits in the pool adds to the peak
+ * (docs/design/tuning.md, "Warm SuperSlabs in the shared pool"). Any push
+ * or pop decommits those pooled longer, and the background purger's
+ * sweeps, which reach every SuperSlab of the arena, those left at their
+ * purge deadline: a pool nobody uses any more holds no more than a heap's
+ * free units would. Without the purger, and outside the arena, where no
+ * sweep reaches, a SuperSlab is decommitted as it comes in. One that finds
+ * no free slot among the first SHARED_POOL_SLOTS is unmapped, or given back
+ * to the arena. */
 #include "internal.h"
 
 #define WARM_MS 50
