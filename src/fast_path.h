@@ -24,9 +24,9 @@
  *     hak_free_double, hak_free_remote, hak_free_full).
  *   calloc, realloc, the aligned entries: a jump to hak_calloc and the
  *     rest (alloc.c, alloc_aligned.c), which inline these same paths.
- * hak_malloc, hak_free and operator delete have malloc's and free's shapes;
- * operator new has malloc's with a stack frame (2 instructions more) for
- * its retry when the slow path returns NULL. */
+ * hak_malloc, hak_free, operator new and operator delete have malloc's and
+ * free's shapes: new's misses go to a slow path of its own
+ * (override_new.c), which keeps its retry off the fast path. */
 #ifndef HAK_FAST_PATH_H
 #define HAK_FAST_PATH_H
 
@@ -56,24 +56,27 @@
  * move. The empty heap's tables all lead to its cache 0, empty, so to the
  * slow path (every thread without a heap stores its top, each a value that
  * stays below its items). The counted build (heap profiling, below) also
- * counts the bytes down to the heap's next sample. */
-HAK_INLINE void *hak_malloc_fast_of(bool counted, size_t size) {
+ * counts the bytes down to the heap's next sample. A miss goes to slow
+ * (malloc's: hak_malloc_slow), by a tail jump; so does a sampled allocation
+ * that found no memory. */
+HAK_INLINE void *hak_malloc_fast_with(bool counted, size_t size, void *(*slow)(size_t)) {
   hak_heap_t *h = hak_tls_heap;
   hak_ucache_t *c;
   if (HAK_LIKELY(size <= HAK_TINY_MAX)) c = h->cache_small[(size + 15) >> 4];
   else if (size <= HAK_MID_TABLE_MAX) c = (hak_ucache_t *)((char *)h + h->cache_of_mid[(size + 127) >> 7]);
-  else return hak_malloc_slow(size);
+  else return slow(size);
   void **top = HAK_LOAD_SHARED(c->top) - 1;
   HAK_PIN_OFF_RESULT(c, top);
   HAK_STORE_SHARED(c->top, top);
   atomic_signal_fence(memory_order_seq_cst);   /* the claim stays before the load of items */
   if (HAK_UNLIKELY(top < HAK_LOAD_SHARED(c->items))) {
     HAK_STORE_SHARED(c->top, top + 1);
-    return hak_malloc_slow(size);
+    return slow(size);
   }
   if (counted && HAK_UNLIKELY(hak_prof_count(h, size))) {
     HAK_STORE_SHARED(c->top, top + 1);
-    return hak_prof_sampled(size);
+    void *q = hak_prof_sampled(size);
+    return HAK_LIKELY(q != NULL) ? q : slow(size);
   }
 #if HAK_STAT >= 2
   c->allocs++;
@@ -85,6 +88,7 @@ HAK_INLINE void *hak_malloc_fast_of(bool counted, size_t size) {
   return p;
 }
 
+HAK_INLINE void *hak_malloc_fast_of(bool counted, size_t size) { return hak_malloc_fast_with(counted, size, hak_malloc_slow); }
 HAK_INLINE void *hak_malloc_fast(size_t size) { return hak_malloc_fast_of(false, size); }
 
 /* free of a block of a SuperSlab whose unit descriptor is s: block and
@@ -161,21 +165,26 @@ HAK_INLINE void hak_free_fast(void *p) {
 
 /* ---- the entry points' use of the fast paths: what a memory checker is
  * told (track.h; nothing in other builds) */
-HAK_INLINE void *hak_malloc_entry_of(bool counted, size_t size) {
+HAK_INLINE void *hak_malloc_entry_with(bool counted, size_t size, void *(*slow)(size_t)) {
   HAK_TRACK_ENTER();
-  void *p = hak_malloc_fast_of(counted, size);
+  void *p = hak_malloc_fast_with(counted, size, slow);
   HAK_TRACK_LEAVE();
   HAK_TRACK_ALLOC(p, size, false);
   return p;
 }
 
-HAK_INLINE void *hak_aligned_entry(size_t align, size_t size) {
+HAK_INLINE void *hak_malloc_entry_of(bool counted, size_t size) { return hak_malloc_entry_with(counted, size, hak_malloc_slow); }
+
+/* alloc: hak_alloc_aligned, or (operator new) a function that ends in it */
+HAK_INLINE void *hak_aligned_entry_with(size_t align, size_t size, void *(*alloc)(size_t, size_t)) {
   HAK_TRACK_ENTER();
-  void *p = hak_alloc_aligned(align, size);
+  void *p = alloc(align, size);
   HAK_TRACK_LEAVE();
   HAK_TRACK_ALLOC(p, size, false);
   return p;
 }
+
+HAK_INLINE void *hak_aligned_entry(size_t align, size_t size) { return hak_aligned_entry_with(align, size, hak_alloc_aligned); }
 
 /* Withdrawn from the checker first: once hakmem has it, another thread
  * may hand it out again. */

@@ -1,7 +1,11 @@
 // C++ operator new/delete under hakmem: every form reaches hakmem, aligned
 // forms are aligned, nothrow forms return nullptr, throwing forms throw
-// std::bad_alloc after calling the new_handler, and containers work.
+// std::bad_alloc after calling the new_handler until it is removed, a handler
+// that frees memory makes the retry succeed, and containers work.
 #include <dlfcn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -24,8 +28,17 @@ struct alignas(256) Wide {
 
 static int handler_calls;
 static void handler() {
+  if (++handler_calls == 3) std::set_new_handler(nullptr);  // the next failure throws
+}
+
+// Frees a reserve the size of the allocation that failed, so that the retry
+// fits under the address-space limit.
+static void *reserve;
+static void free_reserve() {
   handler_calls++;
-  std::set_new_handler(nullptr);  // next failure throws
+  ::operator delete(reserve);
+  reserve = nullptr;
+  std::set_new_handler(nullptr);
 }
 
 static void test_from_hakmem() {
@@ -65,6 +78,17 @@ static void test_aligned() {
 
 static const std::size_t huge = std::size_t(1) << 62;
 
+// The process's mapped address space (VmSize), in bytes.
+static std::size_t vm_size() {
+  std::size_t kib = 0;
+  FILE *f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmSize: %zu kB", &kib) == 1) break;
+  if (f) std::fclose(f);
+  return kib << 10;
+}
+
 static void test_nothrow() {
   void *nt = ::operator new(huge, std::nothrow);
   CHECK(nt == nullptr, "nothrow new of 2^62 bytes returned memory");
@@ -83,16 +107,64 @@ static void test_bad_alloc() {
   CHECK(threw, "new of 2^62 bytes did not throw std::bad_alloc");
 }
 
-static void test_new_handler() {
+// Every form calls the handler until it is removed (3 times here), then
+// throws or returns nullptr.
+template <typename Alloc>
+static void handler_loop(const char *form, bool nothrow, Alloc alloc) {
+  handler_calls = 0;
   std::set_new_handler(handler);
   bool threw = false;
+  void *p = nullptr;
   try {
-    void *p = ::operator new[](huge);
-    ::operator delete[](p);
+    p = alloc();
   } catch (const std::bad_alloc &) {
     threw = true;
   }
-  CHECK(threw && handler_calls == 1, "new_handler not called once before bad_alloc");
+  CHECK(handler_calls == 3 && p == nullptr && threw != nothrow, "%s: %d handler calls, %s", form, handler_calls,
+        threw ? "threw" : "returned");
+}
+
+static void test_new_handler() {
+  handler_loop("new", false, [] { return ::operator new(huge); });
+  handler_loop("new[]", false, [] { return ::operator new[](huge); });
+  handler_loop("aligned new", false, [] { return ::operator new(huge, std::align_val_t(64)); });
+  handler_loop("nothrow new", true, [] { return ::operator new(huge, std::nothrow); });
+  handler_loop("aligned nothrow new[]", true,
+               [] { return ::operator new[](huge, std::align_val_t(4096), std::nothrow); });
+}
+
+// The handler frees memory and the retry succeeds: in a child, whose
+// address space is limited to what it maps now and 96 MiB more, a 64 MiB
+// reserve is held and a second 64 MiB new fails until the handler frees it.
+static void test_new_handler_retry() {
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    reserve = ::operator new(64 << 20);
+    std::memset(reserve, 1, 4096);
+    rlimit lim;
+    getrlimit(RLIMIT_AS, &lim);
+    lim.rlim_cur = vm_size() + (32 << 20);
+    if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(3);
+    handler_calls = 0;
+    std::set_new_handler(free_reserve);
+    char *p = nullptr;
+    try {
+      p = new char[64 << 20];
+    } catch (const std::bad_alloc &) {
+      _exit(4);
+    }
+    std::memset(p, 2, 64 << 20);
+    bool ok = handler_calls == 1 && reserve == nullptr && p[(64 << 20) - 1] == 2;
+    delete[] p;
+    _exit(ok ? 0 : 5);
+  }
+  int status = 0;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "new after a handler that frees memory: child exit %d, signal %d (exit 3: setrlimit, 4: bad_alloc, 5: the "
+        "handler's calls or the block)",
+        WIFEXITED(status) ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 static void test_containers() {
@@ -113,6 +185,7 @@ static const test_case_t cases[] = {
     {"nothrow", test_nothrow},
     {"bad_alloc", test_bad_alloc},
     {"new_handler", test_new_handler},
+    {"new_handler_retry", test_new_handler_retry},
     {"containers", test_containers},
 };
 

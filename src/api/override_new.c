@@ -27,32 +27,43 @@ static _Noreturn HAK_COLD void throw_bad_alloc(void) {
   hak_os_abort();
 }
 
+/* An allocation for new found no memory: the program's new_handler is
+ * called and the allocation tried again until one succeeds or no handler
+ * is left (then NULL for nothrow, else std::bad_alloc). Called inside the
+ * entry point (fast_path.h: what a memory checker is told), so the
+ * handler, the program's code, and the throw run outside it. */
 static HAK_COLD void *new_retry(size_t size, size_t align, bool nothrow) {
   for (;;) {
-    void *p = align ? hak_aligned_entry(align, size) : hak_malloc_entry_of(hak_prof_on, size);
-    if (p) return p;
     hak_new_handler handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
-    if (!handler) {
-      if (nothrow) return NULL;
-      throw_bad_alloc();
-    }
+    if (!handler && nothrow) return NULL;
+    HAK_TRACK_LEAVE();
+    if (!handler) throw_bad_alloc();
     handler();
+    HAK_TRACK_ENTER();
+    void *p = align ? hak_alloc_aligned(align, size) : hak_malloc_fast_of(hak_prof_on, size);
+    if (p) return p;
   }
 }
 
-static inline void *new_plain(bool counted, size_t size) {
-  void *p = hak_malloc_entry_of(counted, size);
-  return HAK_LIKELY(p != NULL) ? p : new_retry(size, 0, false);
-}
+/* new's misses: malloc's slow path, then the retry. Out of line, so that
+ * new's fast path keeps no stack frame and ends every miss in a tail jump
+ * (fast_path.h). */
+#define NEW_SLOW(name, nothrow)                                              \
+  static HAK_NOINLINE void *name(size_t size) {                             \
+    void *p = hak_malloc_slow(size);                                         \
+    return HAK_LIKELY(p != NULL) ? p : new_retry(size, 0, nothrow);          \
+  }                                                                          \
+  static HAK_NOINLINE void *name##_aligned(size_t align, size_t size) {     \
+    void *p = hak_alloc_aligned(align, size);                                \
+    return HAK_LIKELY(p != NULL) ? p : new_retry(size, align, nothrow);      \
+  }
+NEW_SLOW(new_slow, false)
+NEW_SLOW(new_slow_nothrow, true)
 
+static inline void *new_plain(bool counted, size_t size) { return hak_malloc_entry_with(counted, size, new_slow); }
+static inline void *new_nothrow(bool counted, size_t size) { return hak_malloc_entry_with(counted, size, new_slow_nothrow); }
 static inline void *new_aligned(size_t size, size_t align, bool nothrow) {
-  void *p = hak_aligned_entry(align, size);
-  return HAK_LIKELY(p != NULL) ? p : new_retry(size, align, nothrow);
-}
-
-static inline void *new_nothrow(bool counted, size_t size) {
-  void *p = hak_malloc_entry_of(counted, size);
-  return HAK_LIKELY(p != NULL) ? p : new_retry(size, 0, true);
+  return hak_aligned_entry_with(align, size, nothrow ? new_slow_nothrow_aligned : new_slow_aligned);
 }
 
 /* operator new / new[] */
