@@ -4,8 +4,9 @@
 # Runs every test binary in build/test/ (release, then dyn_, ubsan_, asan_,
 # tsan_, stat2_ and secure_ variants), the tests of internals (Makefile,
 # INTERNAL_TESTS), test_api and test_stress again without the SuperSlab arena
-# (noarena_), the fuzzer (tests/fuzz.sh) under each profile with and without
-# the arena, on the secure build and with heap profiling on, and its planted-bug check (tests/fuzz_plant.sh), the smoke test,
+# (noarena_), test_heaps without the background purger (nopurger_), the
+# fuzzer (tests/fuzz.sh) under each profile with and without the arena, on
+# the secure build and with heap profiling on, and its planted-bug check (tests/fuzz_plant.sh), the smoke test,
 # a correctness run of the benchmarks (bench/smoke.sh), memcheck on the
 # Valgrind-aware build against glibc (tests/valgrind.sh), AddressSanitizer on
 # the ASan-aware build (tests/asan.sh), and the install test
@@ -104,6 +105,13 @@ for t in $INTERNAL_TESTS test_api test_stress; do
   { (ulimit -v 8388608 && TEST_NO_ARENA=1 STRESS_SCALE=100 exec timeout -k 10 300 "$bin") >"$LOGS/noarena_$t.log" 2>&1; rc=$?; } 2>/dev/null
   record "noarena_$t" "$rc" "$LOGS/noarena_$t.log" $((SECONDS - start))
 done
+
+# Without the background purger: what exited threads' heaps hold goes back
+# on other threads' slow paths instead (the other tests of release count on
+# the purger for sleeping threads' memory).
+start=$SECONDS
+{ HAKMEM_BACKGROUND_PURGE=0 timeout -k 10 300 "$TESTS/test_heaps" >"$LOGS/nopurger_test_heaps.log" 2>&1; rc=$?; } 2>/dev/null
+record nopurger_test_heaps "$rc" "$LOGS/nopurger_test_heaps.log" $((SECONDS - start))
 
 if [ "$programs" -eq 0 ]; then
   echo "FAIL no test binaries in $TESTS (run make first)"
