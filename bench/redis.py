@@ -37,7 +37,12 @@ def _git(args, cwd=None):
 
 
 def build():
-    """Exports TAG from the source and builds it once; the src/ directory."""
+    """Exports TAG from the source and builds it once; the src/ directory.
+    A tree exported and built before is used as it is (no clone)."""
+    tree = os.path.join(DIR, "redis-" + TAG)
+    srcdir = os.path.join(tree, "src")
+    if os.path.exists(os.path.join(srcdir, "redis-benchmark")):
+        return srcdir
     src = os.environ.get("REDIS_SRC")
     if not src:
         src = os.path.join(DIR, "redis.git")
@@ -48,14 +53,12 @@ def build():
             if r.returncode:
                 sys.exit("bench/redis.py: cannot clone %s: %s\nset REDIS_SRC to a clone of it"
                          % (URL, r.stderr.decode().strip()))
-    tree = os.path.join(DIR, "redis-" + TAG)
     if not os.path.isdir(tree):
         archive = _git(["archive", TAG], cwd=src)
         if archive.returncode:
             sys.exit("bench/redis.py: git archive %s failed: %s" % (TAG, archive.stderr.decode().strip()))
         os.makedirs(tree)
         subprocess.run(["tar", "x"], input=archive.stdout, cwd=tree, check=True)
-    srcdir = os.path.join(tree, "src")
     if not os.path.exists(os.path.join(srcdir, "redis-benchmark")):
         print("building redis %s with MALLOC=libc ..." % TAG, file=sys.stderr)
         r = subprocess.run(["make", "-j%d" % (os.cpu_count() or 2), "MALLOC=libc", "BUILD_TLS=no"],

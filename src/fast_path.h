@@ -15,9 +15,10 @@
  *     of 3). Sizes above go to hak_malloc_slow by a tail jump.
  *   malloc_counted (heap profiling on): 2 more, the countdown's subtract
  *     and branch.
- *   free, a block of the calling thread's heap, 25 instructions: the unit
- *     descriptor from the arena's table (5), the block check, one multiply
- *     and rotate (6), the double-free check (2), the free mark (1), the
+ *   free, a block of the calling thread's heap, 26 instructions: the unit
+ *     descriptor from the arena's table (5), the block check, its limit
+ *     loaded first, then one multiply and rotate (7; block.h, hak_is_block),
+ *     the double-free check (2), the free mark (1), the
  *     owner compare with the thread pointer (3), the cache's top and its
  *     end (4), the push (3), ret. No call, no atomic, no stack frame; every
  *     other case is a tail jump to a noinline function (hak_free_other,
