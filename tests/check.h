@@ -9,9 +9,10 @@
  * with -DTEST_VIA_HAK (the ASan/TSan builds, where the override is off).
  *
  * Also here: stress_scaled() for the default sizes of the stress tests,
- * rss_bytes() for the resident set, the random number generators
- * (splitmix64, xorshift64) and the word pattern (pattern_fill, pattern_ok)
- * the tests fill and check blocks with. */
+ * rss_bytes() for the resident set and vm_bytes() for the address space
+ * mapped, the random number generators (splitmix64, xorshift64) and the
+ * word pattern (pattern_fill, pattern_ok) the tests fill and check blocks
+ * with. */
 #ifndef HAK_TEST_CHECK_H
 #define HAK_TEST_CHECK_H
 
@@ -210,14 +211,19 @@ static inline int drains_possible(void) {
 }
 
 /* The resident set of this process in bytes, -1 if /proc cannot tell. */
-static inline long rss_bytes(void) {
-  long size = 0, resident = 0;
+/* Field 0 (the address space mapped) or 1 (the resident set) of
+ * /proc/self/statm, in bytes; -1 if it cannot be read. */
+static inline long statm_bytes(int field) {
+  long v[2] = {-1, -1};
   FILE *f = fopen("/proc/self/statm", "r");
   if (!f) return -1;
-  if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
+  if (fscanf(f, "%ld %ld", &v[0], &v[1]) != 2) v[field] = -1;
   fclose(f);
-  return resident < 0 ? -1 : resident * sysconf(_SC_PAGESIZE);
+  return v[field] < 0 ? -1 : v[field] * sysconf(_SC_PAGESIZE);
 }
+
+static inline long rss_bytes(void) { return statm_bytes(1); }
+static inline long vm_bytes(void) { return statm_bytes(0); }
 
 #ifdef TEST_VIA_HAK
 #define T_malloc hak_malloc

@@ -78,17 +78,6 @@ static void test_aligned() {
 
 static const std::size_t huge = std::size_t(1) << 62;
 
-// The process's mapped address space (VmSize), in bytes.
-static std::size_t vm_size() {
-  std::size_t kib = 0;
-  FILE *f = std::fopen("/proc/self/status", "r");
-  char line[256];
-  while (f && std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "VmSize: %zu kB", &kib) == 1) break;
-  if (f) std::fclose(f);
-  return kib << 10;
-}
-
 static void test_nothrow() {
   void *nt = ::operator new(huge, std::nothrow);
   CHECK(nt == nullptr, "nothrow new of 2^62 bytes returned memory");
@@ -143,11 +132,13 @@ static void test_new_handler_retry() {
   if (pid == 0) {
     rlimit lim;
     getrlimit(RLIMIT_AS, &lim);
-    if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < vm_size() + (96 << 20)) _exit(6);
+    long mapped = vm_bytes();
+    if (mapped < 0) _exit(7);
+    if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < (rlim_t)mapped + (96 << 20)) _exit(6);
     reserve = ::operator new(64 << 20, std::nothrow);
     if (!reserve) _exit(6);
     std::memset(reserve, 1, 4096);
-    lim.rlim_cur = vm_size() + (32 << 20);
+    lim.rlim_cur = (rlim_t)vm_bytes() + (32 << 20);
     if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(3);
     handler_calls = 0;
     std::set_new_handler(free_reserve);
@@ -170,7 +161,7 @@ static void test_new_handler_retry() {
   }
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
         "new after a handler that frees memory: child exit %d, signal %d (exit 3: setrlimit, 4: bad_alloc, 5: the "
-        "handler's calls or the block)",
+        "handler's calls or the block, 7: /proc/self/statm unreadable)",
         WIFEXITED(status) ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
