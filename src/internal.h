@@ -140,7 +140,7 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n);   /* free blocks of h's slabs */
 
 /* ---- inbox.c: the remote frees other threads send a heap */
-uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room);
+uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache);
 void hak_heap_collect_all(hak_heap_t *h);
 
 /* ---- idle.c: the inboxes and caches of idle heaps and classes back to their slabs */
@@ -161,6 +161,7 @@ void *hak_heap_pop(hak_heap_t *h, unsigned cls, size_t size);   /* the same, fro
 void  hak_free_flush(hak_heap_t *h, unsigned cls, void *p);
 void  hak_free_full(void *p, hak_slab_t *s);
 void  hak_cache_flush(hak_heap_t *h, unsigned cls, uint32_t n);
+uint32_t hak_cache_room_for(hak_heap_t *h, unsigned cls, uint32_t n);   /* a refill's take of an inbox of n */
 void  hak_cache_restart(hak_heap_t *h, unsigned cls, void **from, uint32_t n);   /* to first items, holding n blocks at from */
 void  hak_cache_return(hak_heap_t *h, unsigned cls);   /* all its blocks (counted ones too) to the slabs, first items */
 /* Where a heap keeps a class's cache items (heap.c): its first room, or

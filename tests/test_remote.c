@@ -65,27 +65,38 @@ static void check_remote_free(size_t size, int n) {
 }
 
 /* Blocks freed by another thread come back most recently freed first, as
- * the thread's own frees do: the cache pops what take_remote lays in out[]
- * from its top (a plain chain, containers, a mid class). With room for
- * fewer, the cache gets the newest and the oldest go back to their slabs. */
-static void check_remote_order(size_t size, int n, int room) {
+ * the thread's own frees do: a refill lays its inbox in the class's empty
+ * cache, whose top malloc pops (a plain chain, containers, a mid class),
+ * three quarters of the cache full; the oldest of the rest go back to their
+ * slabs. An inbox of four times that or more (a producer's blocks coming
+ * back from its consumers) first doubles the cache, within its room. */
+static void check_remote_order(size_t size, int n) {
   hak_heap_t *h = hak_heap_get();
   unsigned cls = hak_class_of(size);
+  hak_ucache_t *c = &h->cache[cls];
   remote_n = n;
   for (int i = 0; i < n; i++) remote_blocks[i] = malloc(size);
   pthread_t t;
   pthread_create(&t, NULL, remote_free_thread, NULL);
   pthread_join(t, NULL);
-  static void *out[REMOTE_N];
+  hak_cache_return(h, cls);   /* empty, at its first capacity */
+  uint32_t cap = hak_cache_cap(c), fits = cap - cap / 4, room = h->cache_room[cls];
+  uint32_t twice = 2 * cap < room ? 2 * cap : room;
   uint64_t used = h->counters[cls].used_blocks;
-  uint32_t got = hak_heap_take_remote(h, cls, out, (uint32_t)room);
-  CHECK(got == (uint32_t)room, "size %zu: %u of %d remotely freed blocks taken, room for %d", size, got, n, room);
-  CHECK(h->counters[cls].used_blocks + (uint64_t)(n - room) == used, "size %zu: %llu blocks in use, %llu before %d went back",
-        size, (unsigned long long)h->counters[cls].used_blocks, (unsigned long long)used, n - room);
+  uint32_t got = hak_heap_take_remote(h, cls, true);
+  uint32_t grown = hak_cache_cap(c), holds = grown - grown / 4;
+  CHECK(grown == ((uint32_t)n / 4 >= fits ? twice : cap), "size %zu: an inbox of %d made a cache of %u (room %u) one of %u",
+        size, n, cap, room, grown);
+  CHECK(got == ((uint32_t)n < holds ? (uint32_t)n : holds), "size %zu: %u of %d remotely freed blocks taken by a cache of %u",
+        size, got, n, grown);
+  CHECK(h->counters[cls].used_blocks + (uint64_t)(n - (int)got) == used, "size %zu: %llu blocks in use, %llu before %d went back",
+        size, (unsigned long long)h->counters[cls].used_blocks, (unsigned long long)used, n - (int)got);
   int newest_first = 0;
-  for (uint32_t j = 0; j < got; j++) newest_first += out[j] == remote_blocks[n - room + (int)j];
-  CHECK(newest_first == room, "size %zu: %d of %d blocks come back most recently freed first", size, newest_first, room);
-  for (uint32_t j = 0; j < got; j++) hak_slab_put_local(h, out[j]);
+  for (uint32_t j = 0; j < got; j++) newest_first += c->items[j] == remote_blocks[n - (int)got + (int)j];
+  CHECK(newest_first == (int)got, "size %zu: %d of %u blocks come back most recently freed first", size, newest_first, got);
+  c->top = c->items + got;
+  hak_cache_return(h, cls);
+  CHECK(hak_cache_cap(c) == cap, "size %zu: the cache went back to %u blocks, not %u", size, hak_cache_cap(c), cap);
 }
 
 /* The release tick's sweep takes the inbox of a class that has not
@@ -147,7 +158,7 @@ static void *batch_thread(void *arg) {
   CHECK(n == 3, "after the flush the inbox holds %u blocks, not 3", n);
   void **c = atomic_load(inbox);
   CHECK(c && !c[0], "3 blocks of 100 bytes did not travel in one container");
-  hak_heap_take_remote(batch.owner, batch.cls, NULL, 0);   /* the owner is parked in join */
+  hak_heap_take_remote(batch.owner, batch.cls, false);   /* the owner is parked in join */
   for (uint32_t i = 3; i < 3 + batch.limit; i++) free(batch.blocks[i]);
   n = inbox_blocks(inbox);
   CHECK(n == batch.limit, "a full batch of %u blocks reached the owner as %u", batch.limit, n);
@@ -221,13 +232,13 @@ static void test_remote_free(void) {
 }
 
 static void test_remote_order(void) {
-  check_remote_order(16, 1000, 1000);
-  check_remote_order(48, 1000, 1000);
-  check_remote_order(640, 1000, 1000);
-  check_remote_order(20000, 200, 200);
-  check_remote_order(16, 1000, 300);
-  check_remote_order(48, 1000, 301);
-  check_remote_order(640, 1000, 77);
+  check_remote_order(16, 100);
+  check_remote_order(16, 500);
+  check_remote_order(16, 1000);
+  check_remote_order(16, REMOTE_N);
+  check_remote_order(48, 1000);
+  check_remote_order(640, 1000);
+  check_remote_order(20000, 200);
 }
 
 static const test_case_t cases[] = {

@@ -127,13 +127,13 @@ static uint32_t refill(hak_heap_t *h, unsigned cls) {
   uint32_t cap = hak_cache_cap(c);
   uint32_t batch = h->refill_batch[cls];
   if (HAK_UNLIKELY(batch < cap / 2)) batch = refill_ramp(h, cls, batch, cap / 2);
-  void **want = c->items + batch;
   HAK_COUNT(h->counters[cls].refills, 1);
   if (h->flushing[cls] && h->swings[cls] < UINT8_MAX) h->swings[cls]++;
   h->flushing[cls] = 0;
   h->refilled[cls / 64] |= 1ull << (cls % 64);
-  c->top += hak_heap_take_remote(h, cls, c->top, cap - cap / 4);   /* the cache is empty */
-  if (c->top < want) c->top += slabs_take(h, cls, c->top, (uint32_t)(want - c->top));
+  uint32_t n = hak_heap_take_remote(h, cls, true);   /* into the empty cache, which it may move */
+  c->top = c->items + n;
+  if (n < batch) c->top += slabs_take(h, cls, c->top, batch - n);
   return hak_cache_count(c);
 }
 
@@ -160,7 +160,7 @@ static HAK_NOINLINE void *cache_take(hak_heap_t *h, unsigned cls, size_t size) {
 static HAK_NOINLINE void *span_take(hak_heap_t *h, unsigned cls, size_t size) {
   bool entered = hak_heap_enter(h);
   hak_release_tick(h);
-  if (atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) hak_heap_take_remote(h, cls, NULL, 0);
+  if (atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) hak_heap_take_remote(h, cls, false);
   void *p = NULL;
   if (slabs_take(h, cls, (void **)&p, 1)) p = hak_block_hand_out(h, cls, p, size);
   else errno = ENOMEM;
@@ -237,27 +237,55 @@ void hak_cache_return(hak_heap_t *h, unsigned cls) {
   hak_cache_restart(h, cls, NULL, 0);
 }
 
-/* A cache that fills up with no flush since its last refill, after it had
- * run dry since a flush before (a swing: full, empty, full), holds less
- * than the batches the program frees and allocates: it doubles, up to its
- * room (h->cache_room), rather than flush blocks the next batch
- * refills. Its first growth moves its items to the room it has apart from
+/* The class's cache grows to cap blocks (above its capacity, within its
+ * room). Its first growth moves its items to the room it has apart from
  * the other classes' (hak_cache_items_at). A thread that leaves its heap
- * shrinks them back. */
-static bool cache_grow(hak_heap_t *h, hak_ucache_t *c, unsigned cls) {
-  if (h->flushing[cls] || !h->swings[cls]) return false;
-  uint32_t cap = hak_cache_cap(c), room = h->cache_room[cls];
-  if (cap >= room) return false;
-  if (cap == h->cache_first[cls]) {   /* into its grown array */
+ * shrinks it back (hak_cache_restart). */
+static void cache_grow_to(hak_heap_t *h, hak_ucache_t *c, unsigned cls, uint32_t cap) {
+  if (hak_cache_cap(c) == h->cache_first[cls]) {   /* into its grown array */
     void **to = hak_cache_items_at(h, cls, true);
     uint32_t n = hak_cache_count(c);
     memcpy(to, c->items, n * sizeof(void *));
     c->items = to;
     c->top = to + n;
   }
-  c->end = c->items + (2 * cap < room ? 2 * cap : room);
+  c->end = c->items + cap;
+}
+
+/* A cache that fills up with no flush since its last refill, after it had
+ * run dry since a flush before (a swing: full, empty, full), holds less
+ * than the batches the program frees and allocates: it doubles, up to its
+ * room (h->cache_room), rather than flush blocks the next batch
+ * refills. */
+static bool cache_grow(hak_heap_t *h, hak_ucache_t *c, unsigned cls) {
+  if (h->flushing[cls] || !h->swings[cls]) return false;
+  uint32_t cap = hak_cache_cap(c), room = h->cache_room[cls];
+  if (cap >= room) return false;
+  cache_grow_to(h, c, cls, 2 * cap < room ? 2 * cap : room);
   h->swings[cls] = 0;
   return true;
+}
+
+/* How many of the n blocks its inbox holds a refill takes into the
+ * class's empty cache: three quarters of the cache, which first doubles
+ * from its first capacity (within its room) if n is GROW_INBOX times what
+ * it holds or more. Such an inbox is another thread freeing the batches
+ * this one allocates faster than it allocates them (a producer's blocks
+ * coming back from its consumers): what does not fit goes back to the
+ * slabs, to be refilled from there at once, each block written and read
+ * again. Once only, and not for less: grown caches hold blocks of classes
+ * used a little at a time (docs/design/tuning.md, "Remote-free batches"). */
+#define GROW_INBOX 4
+
+uint32_t hak_cache_room_for(hak_heap_t *h, unsigned cls, uint32_t n) {
+  hak_ucache_t *c = &h->cache[cls];
+  uint32_t cap = hak_cache_cap(c), to = 2 * (uint32_t)h->cache_first[cls];
+  if (to > h->cache_room[cls]) to = h->cache_room[cls];
+  if (n / GROW_INBOX >= cap - cap / 4 && to > cap) {
+    cache_grow_to(h, c, cls, to);
+    cap = to;
+  }
+  return cap - cap / 4;
 }
 
 HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {

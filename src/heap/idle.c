@@ -168,7 +168,7 @@ static bool cache_big(const hak_ucache_t *k, unsigned cls) {
 void hak_heap_collect_idle(hak_heap_t *h) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) {
     if (!(h->refilled[c / 64] >> (c % 64) & 1) && atomic_load_explicit(&h->inbox[c], memory_order_relaxed))
-      hak_heap_take_remote(h, c, NULL, 0);
+      hak_heap_take_remote(h, c, false);
     if (cache_big(&h->cache[c], c) && cache_idle(&h->cache[c], &h->looks[c])) hak_cache_return(h, c);
   }
   memset(h->refilled, 0, sizeof h->refilled);

@@ -29,42 +29,48 @@ static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void *
   }
 }
 
-/* Take the inbox of class cls: up to room blocks into out[] (they stay in
- * use as far as their slabs know, like any cached block), the rest back to
- * their slabs. The inbox holds the newest container first, and a container
- * lists the blocks freed after it. The blocks are laid so that the cache,
- * popped from its top, hands out the most recently freed first, as it does
- * with its own thread's frees: a count of the chain first, then out[] is
- * filled from its end, the newest batch's last block on top; what does not
- * fit (the oldest) goes back to its slabs (with room 0, all of them, in one
- * walk): a consumer thread that reads the blocks it gets finds the newest
- * in its cache (docs/design/tuning.md, "Remote-free batches"). A
- * container goes after the blocks it lists:
- * returning it may empty its slab, whose pages may then be decommitted.
- * Returns the number put in out[]. */
-uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t room) {
+/* Take the inbox of class cls: with into_cache (the class's cache is
+ * empty), as much of it as three quarters of the cache hold into the
+ * cache, the cache first growing for an inbox larger than that
+ * (hak_cache_room_for): they stay in use as far as their slabs know, like
+ * any cached block; the rest back to their slabs (without into_cache, all
+ * of it, in one walk). The inbox holds the newest container first, and a
+ * container lists the blocks freed after it. The blocks are laid so that
+ * the cache, popped from its top, hands out the most recently freed first,
+ * as it does with its own thread's frees: a count of the chain first, then
+ * the cache is filled from its end, the newest batch's last block on top;
+ * what does not fit (the oldest) goes back to its slabs: a consumer thread
+ * that reads the blocks it gets finds the newest in its cache
+ * (docs/design/tuning.md, "Remote-free batches"). A container goes after
+ * the blocks it lists: returning it may empty its slab, whose pages may
+ * then be decommitted. Returns the number put in the cache. */
+uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache) {
   if (!atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) return 0;
   void **first = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
   bool counted = hak_batch_counted(cls);
-  uint32_t n = 0;
-  if (room)   /* out[] is filled from its end: the count first */
+  uint32_t n = 0, room = 0;
+  void **out = NULL;
+  if (into_cache) {   /* the cache is filled from its end: the count first */
     for (void **c = first, **next; c; c = next) {
       next = hak_link_decode((uintptr_t)c[0], c);
       uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
       if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
       n += k + 1;
     }
+    room = hak_cache_room_for(h, cls, n);
+    out = h->cache[cls].items;   /* where the growth moved them */
+  }
   uint32_t taken = n < room ? n : room, at = taken;
   for (void **c = first, **next; c; c = next) {
     next = hak_link_decode((uintptr_t)c[0], c);
     uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
-    if (!room) {   /* all back to the slabs: one walk */
+    if (!into_cache) {   /* all back to the slabs: one walk */
       if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
       n += k + 1;
     }
     if (HAK_SECURE) c[0] = (void *)hak_link_end(c);   /* a free block of a cache */
     uint32_t t = k < at ? k : at, i = k - t;   /* its newest t on top of out[], in order */
-    if (t) {   /* out is NULL with room 0 */
+    if (t) {   /* out is NULL without into_cache */
       memcpy(out + at - t, c + 3 + i, t * sizeof *out);
       at -= t;
     }
@@ -78,5 +84,5 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, void **out, uint32_t 
 
 void hak_heap_collect_all(hak_heap_t *h) {
   for (unsigned c = 0; c < HAK_CLASSES; c++)
-    if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) hak_heap_take_remote(h, c, NULL, 0);
+    if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) hak_heap_take_remote(h, c, false);
 }
