@@ -31,8 +31,8 @@ static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void *
 
 /* Take the inbox of class cls: with into_cache (the class's cache is
  * empty), as much of it as three quarters of the cache hold into the
- * cache, the cache first growing for an inbox larger than that
- * (hak_cache_room_for): they stay in use as far as their slabs know, like
+ * cache, the cache first doubling once for an inbox four times that or
+ * more (hak_cache_room_for): they stay in use as far as their slabs know, like
  * any cached block; the rest back to their slabs (without into_cache, all
  * of it, in one walk). The inbox holds the newest container first, and a
  * container lists the blocks freed after it. The blocks are laid so that
