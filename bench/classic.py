@@ -19,13 +19,15 @@ CMakeLists.txt compiles them:
 - cache-scratch1/N, cache-thrash1/N: passive and active false sharing;
 - glibc-simple, glibc-thread: glibc's bench-malloc-simple and -thread;
 - malloc-large: 5..25 MiB buffers replaced at random, zero-filled;
-- mleak10, mleak100: threads that leave blocks for the next to free.
+- mleak10, mleak100: threads that leave blocks for the next to free;
+- rbstress1, rbstressN: its Ruby script that makes, keeps and drops
+  strings on 1 and N threads, under Debian's ruby where it is installed.
 
 N is the number of CPUs, as mimalloc-bench's bench.sh takes it, and so are
 the arguments. The programs that run for a fixed time (larson, rptest,
 xmalloc-test, glibc-thread) are scored by bench.sh's "relative time", from
-what they print, instead of their wall time. Not here: rbstress (Ruby),
-sh6bench and sh8bench (sources not in the repository), and the real
+what they print, instead of their wall time. Not here: sh6bench and
+sh8bench (sources not in the repository), and the real
 programs bench.sh builds (lean, redis, gs ...), which bench/real.py covers
 with Debian's.
 
@@ -160,7 +162,17 @@ def build():
          "what": "malloc-large: 5..25 MiB buffers replaced at random, zero-filled",
          "check": _lines(lambda l: False), "checks": "exit status"},
     ] + [_timed(name, exe(prog), args, what, time)
-         for name, prog, args, what, time in _more(os.cpu_count() or 1)]
+         for name, prog, args, what, time in _more(os.cpu_count() or 1)] + _rbstress(bench, os.cpu_count() or 1)
+
+
+def _rbstress(bench, n):
+    """rbstress1 and rbstressN: mimalloc-bench's Ruby script under Debian's
+    ruby (the programs are skipped where it is not installed)."""
+    script = os.path.join(bench, "rbstress", "stress_mem.rb")
+    return [{"name": "rbstress%s" % name, "pkg": "ruby", "argv": ["ruby", script, str(t)], "env": [],
+             "what": "rbstress: Ruby's strings made, kept and dropped by %s" % what,
+             "check": _lines(lambda l: l.startswith("run with")), "checks": "its first line"}
+            for name, t, what in (("1", 1, "1 thread"), ("N", n, "N threads"))]
 
 
 # Smaller runs of the fixed-work programs, to count their instructions under
