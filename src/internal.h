@@ -138,6 +138,7 @@ void hak_heap_leave(hak_heap_t *h, bool entered);
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n);   /* free blocks of h's slabs */
+void hak_slab_put_container(hak_heap_t *h, unsigned cls, void **c, uint32_t k);
 
 /* ---- inbox.c: the remote frees other threads send a heap */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache);

@@ -99,6 +99,73 @@ static void check_remote_order(size_t size, int n) {
   CHECK(hak_cache_cap(c) == cap, "size %zu: the cache went back to %u blocks, not %u", size, hak_cache_cap(c), cap);
 }
 
+/* A block's payload words (2 on) as the test wrote them. */
+static uintptr_t payload(const uintptr_t *w, size_t j) { return (uintptr_t)w ^ (j * 0x9e3779b97f4a7c15u); }
+
+/* A refill that takes part of an overflowing inbox writes no block but the
+ * batches' containers, in the cache or back in the slabs: a container
+ * whose blocks all lie in its own unit goes on its slab's free list as it
+ * stands (hak_slab_put_container), where the blocks used to be copied into
+ * a container made of the first of them. Every block comes back once. */
+static void check_remote_containers(size_t size, int n) {
+  hak_heap_t *h = hak_heap_get();
+  unsigned cls = hak_class_of(size);
+  size_t words = size / sizeof(uintptr_t);
+  remote_n = n;
+  for (int i = 0; i < n; i++) {
+    uintptr_t *w = remote_blocks[i] = malloc(size);
+    for (size_t j = 2; j < words; j++) w[j] = payload(w, j);
+  }
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_thread, NULL);
+  pthread_join(t, NULL);
+  /* exempt: the containers, and the blocks of those that span units */
+  static void *exempt[REMOTE_N];
+  int ne = 0, nc = 0, whole = 0;
+  for (void **c = atomic_load(&h->inbox[cls]); c; c = hak_link_decode((uintptr_t)c[0], c)) {
+    uint32_t k = (uint32_t)(uintptr_t)c[2];
+    bool one_unit = true;
+    for (uint32_t j = 0; j < k; j++)
+      one_unit &= ((uintptr_t)hak_link_decode((uintptr_t)c[3 + j], &c[3 + j]) ^ (uintptr_t)c) >> HAK_UNIT_SHIFT == 0;
+    for (uint32_t j = 0; !one_unit && j < k; j++) exempt[ne++] = hak_link_decode((uintptr_t)c[3 + j], &c[3 + j]);
+    exempt[ne++] = c;
+    nc++;
+    whole += one_unit;
+  }
+  CHECK(nc > 0 && whole * 2 >= nc, "size %zu: %d of %d containers list blocks of their own unit only", size, whole, nc);
+  qsort(exempt, (size_t)ne, sizeof(void *), cmp_ptr);
+  hak_cache_return(h, cls);
+  uint64_t used = h->counters[cls].used_blocks;
+  uint32_t got = hak_heap_take_remote(h, cls, true);
+  CHECK(got < (uint32_t)n, "size %zu: a cache took all %d blocks of its inbox", size, n);
+  CHECK(h->counters[cls].used_blocks + (uint64_t)(n - (int)got) == used, "size %zu: %d blocks went back, %llu counted",
+        size, n - (int)got, (unsigned long long)(used - h->counters[cls].used_blocks));
+  int written = 0;
+  for (int i = 0; i < n; i++) {
+    uintptr_t *w = remote_blocks[i];
+    if (bsearch(&remote_blocks[i], exempt, (size_t)ne, sizeof(void *), cmp_ptr)) continue;
+    for (size_t j = 2; j < words; j++)
+      if (w[j] != payload(w, j)) {
+        written++;
+        break;
+      }
+  }
+  CHECK(written == 0, "size %zu: the refill wrote into %d blocks that no container holds", size, written);
+  static void *again[REMOTE_N];
+  for (int i = 0; i < n; i++) again[i] = malloc(size);
+  qsort(again, (size_t)n, sizeof(void *), cmp_ptr);
+  int twice = 0;
+  for (int i = 1; i < n; i++) twice += again[i] == again[i - 1];
+  CHECK(twice == 0, "size %zu: %d blocks handed out twice after the refill", size, twice);
+  for (int i = 0; i < n; i++) free(again[i]);
+}
+
+static void test_remote_containers(void) {
+  check_remote_containers(64, 1000);
+  check_remote_containers(64, REMOTE_N);
+  check_remote_containers(256, 2000);
+}
+
 /* The release tick's sweep takes the inbox of a class that has not
  * refilled since the sweep before, and leaves a class in use its inbox
  * for its next refill, until a sweep finds it idle. */
@@ -245,6 +312,7 @@ static const test_case_t cases[] = {
     {"remote_free", test_remote_free},
     {"remote_batch", test_remote_batch},
     {"remote_order", test_remote_order},
+    {"remote_containers", test_remote_containers},
     {"sweep_idle", test_sweep_idle},
     {"sleeping_inbox", test_sleeping_inbox},
 };

@@ -41,9 +41,11 @@ static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void *
  * the cache is filled from its end, the newest batch's last block on top;
  * what does not fit (the oldest) goes back to its slabs: a consumer thread
  * that reads the blocks it gets finds the newest in its cache
- * (docs/design/tuning.md, "Remote-free batches"). A container goes after
- * the blocks it lists: returning it may empty its slab, whose pages may
- * then be decommitted. Returns the number put in the cache. */
+ * (docs/design/tuning.md, "Remote-free batches"). A container that does
+ * not go to the cache goes back with the blocks it still lists, as it
+ * stands where they lie in its unit (hak_slab_put_container), or after
+ * them: returning it may empty its slab, whose pages may then be
+ * decommitted. Returns the number put in the cache. */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache) {
   if (!atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) return 0;
   void **first = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
@@ -74,9 +76,8 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache) {
       memcpy(out + at - t, c + 3 + i, t * sizeof *out);
       at -= t;
     }
-    if (i) hak_slab_put_runs(h, cls, c + 3, i);   /* the oldest i it lists */
-    if (at) out[--at] = c;
-    else hak_slab_put_local(h, c);
+    if (at) out[--at] = c;   /* then it lists no more (i is 0) */
+    else hak_slab_put_container(h, cls, c, i);   /* with the oldest i it lists */
   }
   HAK_COUNT(h->counters[cls].remote_received, n);
   return taken;

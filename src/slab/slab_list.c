@@ -31,7 +31,9 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
  * their mark (word 1), a count k (word 2) and the addresses of k more free
  * blocks of the slab (words 3 ...). A flush writes a container's lines for
  * a run of blocks, not a link into each block, and a refill reads them:
- * the blocks listed stay untouched until malloc hands them out. A class
+ * the blocks listed stay untouched until malloc hands them out. A
+ * container of a remote-free batch whose blocks lie in its unit joins the
+ * list as it is. A class
  * whose blocks are under HAK_BATCH_COUNTED bytes has no count: its
  * containers list nothing, a plain chain. */
 
@@ -66,4 +68,33 @@ void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n) {
     s->used = (uint16_t)(s->used - (b - first));
     if (HAK_UNLIKELY(s->used == 0 || s->in_full)) hak_slab_put_moved(h, s);
   }
+}
+
+/* Give back container c of a remote-free batch (inbox.c) that lists k
+ * blocks (words 3 ..., the addresses as put_runs takes them: the secure
+ * build's remote check decoded them in place). When they all lie in c's
+ * unit, c goes on its slab's free list as it stands, one link written: the
+ * blocks it lists stay untouched, where put_runs would write a container
+ * into the first of them, a line the freeing thread last held. Else they
+ * go back as put_runs puts them. */
+void hak_slab_put_container(hak_heap_t *h, unsigned cls, void **c, uint32_t k) {
+  uintptr_t unit = (uintptr_t)c >> HAK_UNIT_SHIFT;
+  for (uint32_t j = 0; j < k; j++) {
+    if ((uintptr_t)c[3 + j] >> HAK_UNIT_SHIFT == unit) continue;
+    void *p = c;
+    hak_slab_put_runs(h, cls, c + 3, k);
+    hak_slab_put_runs(h, cls, &p, 1);
+    return;
+  }
+  hak_slab_t *s = hak_slab_of(hak_ss_of(c), (uintptr_t)c);
+  for (uint32_t j = 0; HAK_SECURE && j < k; j++) {
+    hak_block_check_free(c[3 + j], "free");
+    c[3 + j] = (void *)hak_link_encode(c[3 + j], &c[3 + j]);
+  }
+  if (hak_batch_counted(cls)) c[2] = (void *)(uintptr_t)k;
+  c[0] = (void *)hak_link_encode(s->free, c);
+  s->free = c;
+  HAK_COUNT(h->counters[cls].used_blocks, -(int64_t)(k + 1));
+  s->used = (uint16_t)(s->used - (k + 1));
+  if (HAK_UNLIKELY(s->used == 0 || s->in_full)) hak_slab_put_moved(h, s);
 }
