@@ -140,6 +140,7 @@ def build():
     out = os.path.join(tree, "bin")
     _compile(bench, out)
     exe = lambda n: os.path.join(out, n)
+    cpus = os.cpu_count() or 1
     return [
         {"name": "cfrac", "pkg": PKG, "argv": [exe("cfrac"), "17545186520507317056371138836327483792789528"],
          "env": [], "what": "cfrac: factors a 44-digit number by continued fractions", "check": _lines(),
@@ -162,7 +163,7 @@ def build():
          "what": "malloc-large: 5..25 MiB buffers replaced at random, zero-filled",
          "check": _lines(lambda l: False), "checks": "exit status"},
     ] + [_timed(name, exe(prog), args, what, time)
-         for name, prog, args, what, time in _more(os.cpu_count() or 1)] + _rbstress(bench, os.cpu_count() or 1)
+         for name, prog, args, what, time in _more(cpus)] + _rbstress(bench, cpus)
 
 
 def _rbstress(bench, n):

@@ -266,8 +266,8 @@ static bool cache_grow(hak_heap_t *h, hak_ucache_t *c, unsigned cls) {
   return true;
 }
 
-/* How many of the n blocks its inbox holds a refill takes into the
- * class's empty cache: three quarters of the cache, which first doubles
+/* How many blocks a refill may take into the class's empty cache from an
+ * inbox of n: three quarters of the cache, which first doubles
  * from its first capacity (within its room) if n is GROW_INBOX times what
  * it holds or more. Such an inbox is another thread freeing the batches
  * this one allocates faster than it allocates them (a producer's blocks

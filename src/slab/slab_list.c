@@ -37,6 +37,15 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
  * whose blocks are under HAK_BATCH_COUNTED bytes has no count: its
  * containers list nothing, a plain chain. */
 
+/* Slab s of class cls takes back n blocks, its free list now starting at
+ * head: its count, and its list if it empties or was full. */
+static void slab_put_list(hak_heap_t *h, unsigned cls, hak_slab_t *s, void **head, uint32_t n) {
+  s->free = head;
+  HAK_COUNT(h->counters[cls].used_blocks, -(int64_t)n);
+  s->used = (uint16_t)(s->used - n);
+  if (HAK_UNLIKELY(s->used == 0 || s->in_full)) hak_slab_put_moved(h, s);
+}
+
 /* Give the n free blocks blocks[] of class cls back to their slabs (owner
  * only), a run of blocks of one unit at a time (a program frees the blocks
  * it got together together, and a cache hands them out in runs): one
@@ -63,10 +72,7 @@ void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n) {
       c[0] = (void *)hak_link_encode(head, c);
       head = c;
     } while (b < end && (uintptr_t)*b >> HAK_UNIT_SHIFT == unit);
-    s->free = head;
-    HAK_COUNT(h->counters[cls].used_blocks, -(int64_t)(b - first));
-    s->used = (uint16_t)(s->used - (b - first));
-    if (HAK_UNLIKELY(s->used == 0 || s->in_full)) hak_slab_put_moved(h, s);
+    slab_put_list(h, cls, s, head, (uint32_t)(b - first));
   }
 }
 
@@ -93,8 +99,5 @@ void hak_slab_put_container(hak_heap_t *h, unsigned cls, void **c, uint32_t k) {
   }
   if (hak_batch_counted(cls)) c[2] = (void *)(uintptr_t)k;
   c[0] = (void *)hak_link_encode(s->free, c);
-  s->free = c;
-  HAK_COUNT(h->counters[cls].used_blocks, -(int64_t)(k + 1));
-  s->used = (uint16_t)(s->used - (k + 1));
-  if (HAK_UNLIKELY(s->used == 0 || s->in_full)) hak_slab_put_moved(h, s);
+  slab_put_list(h, cls, s, c, k + 1);
 }
