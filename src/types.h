@@ -20,9 +20,14 @@
  *   registry    one byte per 2 MiB chunk of the address space saying whether the
  *               chunk is a SuperSlab, the head of a large block, or foreign.
  *
- * Free blocks carry a mark in their second word (the address of their unit's
- * descriptor, hak_free_mark); malloc clears it. A free of a block whose mark
- * is already set is a double free.
+ * Freed blocks carry a mark in their second word (the address of their
+ * unit's descriptor, hak_free_mark); malloc clears it. A free of a block
+ * whose mark is already set is a double free. Blocks a slab carves for a
+ * cache carry none until malloc has handed them out and free has marked
+ * them: a refill stores nothing into its new blocks, whose lines and pages
+ * stay untouched until malloc hands them out (a free of one before that is
+ * of a pointer malloc never returned). The secure build marks them as
+ * well, since its malloc checks every block it hands out.
  *
  * The secure build (make SECURE=1, HAK_SECURE, docs/secure.md) adds guard
  * pages (HAK_GUARD): the second page of a SuperSlab, between its header and

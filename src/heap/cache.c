@@ -71,8 +71,8 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
     uint32_t bs = hak_class_size[s->cls];
     char *p = (char *)s->start + (size_t)s->carved * bs;
     memmove(out + k, out, n * sizeof(void *));
-    for (uint32_t i = 0; i < k; i++, p += bs) {
-      hak_block_set_free((uintptr_t *)p, hak_free_mark_at(p));
+    for (uint32_t i = 0; i < k; i++, p += bs) {   /* no store into them (types.h, the free mark) */
+      if (HAK_SECURE) hak_block_set_free((uintptr_t *)p, hak_free_mark_at(p));
       out[k - 1 - i] = p;
     }
 #if HAK_SECURE
