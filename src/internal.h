@@ -277,6 +277,16 @@ HAK_INLINE bool hak_batch_counted(unsigned cls) { return hak_class_size[cls] >= 
 HAK_INLINE uint32_t hak_container_room(unsigned cls) {
   return hak_batch_counted(cls) ? hak_class_size[cls] / sizeof(void *) - 3 : 0;
 }
+/* An inbox (types.h) is one word: the newest container of its chain in the
+ * low 48 bits (a block's address: user space, below 2^47 on x86-64 and
+ * 2^48 on arm64 unless mmap is asked for more, which hakmem never does),
+ * and the blocks of the chain in the top 16, at most HAK_INBOX_MAX, so that
+ * the owner knows how many it takes without a walk over the containers,
+ * each a line another thread wrote. */
+#define HAK_INBOX_SHIFT 48
+#define HAK_INBOX_MAX   0xffffu
+HAK_INLINE void **hak_inbox_first(uintptr_t w) { return (void **)(w & (((uintptr_t)1 << HAK_INBOX_SHIFT) - 1)); }
+HAK_INLINE uint32_t hak_inbox_blocks(uintptr_t w) { return (uint32_t)(w >> HAK_INBOX_SHIFT); }
 void hak_free_slow(void *p);
 void hak_free_other(const void *p);
 void hak_free_remote(void *p, hak_slab_t *s);

@@ -352,7 +352,7 @@ typedef struct hak_heap_s {
   _Alignas(64) struct hak_heap_s *next_heap;   /* global list of heaps, never unlinked */
   _Atomic int  state;
   _Atomic uint64_t left_at;            /* ms when its last thread left it (heap.c) */
-  _Alignas(64) _Atomic(void *) inbox[HAK_CLASSES];
+  _Alignas(64) _Atomic(uintptr_t) inbox[HAK_CLASSES];   /* hak_inbox_first, hak_inbox_blocks */
 } hak_heap_t;
 
 /* Call stacks (stack.c): the frames a profile keeps, and those a walk

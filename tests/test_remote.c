@@ -35,10 +35,10 @@ static void check_remote_free(size_t size, int n) {
   pthread_t t;
   pthread_create(&t, NULL, remote_free_thread, NULL);
   pthread_join(t, NULL);
-  CHECK(atomic_load(&h->inbox[cls]) != NULL, "remote frees did not reach the owner's inbox");
+  CHECK(atomic_load(&h->inbox[cls]) != 0, "remote frees did not reach the owner's inbox");
   CHECK(s->used == used_before, "remote free changed the owner's count");
   hak_heap_collect_all(h);
-  CHECK(atomic_load(&h->inbox[cls]) == NULL, "collect left the inbox");
+  CHECK(atomic_load(&h->inbox[cls]) == 0, "collect left the inbox");
   CHECK(s->used < used_before, "collected blocks did not go back to their slab");
   /* the memory is reused by the owner: the new blocks land in the slab units
    * of the old ones, or for a class whose slabs span several units (which
@@ -122,7 +122,7 @@ static void check_remote_containers(size_t size, int n) {
   /* exempt: the containers, and the blocks of those that span units */
   static void *exempt[REMOTE_N];
   int ne = 0, nc = 0, whole = 0;
-  for (void **c = atomic_load(&h->inbox[cls]); c; c = hak_link_decode((uintptr_t)c[0], c)) {
+  for (void **c = hak_inbox_first(atomic_load(&h->inbox[cls])); c; c = hak_link_decode((uintptr_t)c[0], c)) {
     uint32_t k = (uint32_t)(uintptr_t)c[2];
     bool one_unit = true;
     for (uint32_t j = 0; j < k; j++)
@@ -189,10 +189,10 @@ static void test_sweep_idle(void) {
   pthread_join(t, NULL);
   CHECK(atomic_load(&h->inbox[busy]) && atomic_load(&h->inbox[idle]), "remote frees did not reach the inboxes");
   hak_heap_collect_idle(h);
-  CHECK(atomic_load(&h->inbox[idle]) == NULL, "the sweep left the inbox of a class that has not refilled");
-  CHECK(atomic_load(&h->inbox[busy]) != NULL, "the sweep took the inbox of a class that refilled since the last");
+  CHECK(atomic_load(&h->inbox[idle]) == 0, "the sweep left the inbox of a class that has not refilled");
+  CHECK(atomic_load(&h->inbox[busy]) != 0, "the sweep took the inbox of a class that refilled since the last");
   hak_heap_collect_idle(h);
-  CHECK(atomic_load(&h->inbox[busy]) == NULL, "a second sweep left the inbox of a class that did not refill since");
+  CHECK(atomic_load(&h->inbox[busy]) == 0, "a second sweep left the inbox of a class that did not refill since");
   for (int i = 0; i < nd; i++) free(drained[i]);
 }
 
@@ -209,21 +209,24 @@ static struct {
 } batch;
 
 /* Blocks in an inbox of a class of HAK_BATCH_COUNTED bytes or more: each
- * container counts itself and the blocks it lists. */
-static uint32_t inbox_blocks(_Atomic(void *) *inbox) {
+ * container counts itself and the blocks it lists; the inbox word's count
+ * must say the same. */
+static uint32_t inbox_blocks(_Atomic(uintptr_t) *inbox) {
   uint32_t n = 0;
-  for (void **c = atomic_load(inbox); c; c = c[0]) n += 1 + (uint32_t)(uintptr_t)c[2];
+  uintptr_t w = atomic_load(inbox);
+  for (void **c = hak_inbox_first(w); c; c = c[0]) n += 1 + (uint32_t)(uintptr_t)c[2];
+  CHECK(hak_inbox_blocks(w) == n, "the inbox counts %u blocks, its containers %u", hak_inbox_blocks(w), n);
   return n;
 }
 
 static void *batch_thread(void *arg) {
-  _Atomic(void *) *inbox = &batch.owner->inbox[batch.cls];
+  _Atomic(uintptr_t) *inbox = &batch.owner->inbox[batch.cls];
   for (int i = 0; i < 3; i++) free(batch.blocks[i]);
-  CHECK(atomic_load(inbox) == NULL, "a partial batch reached the owner before it filled up");
+  CHECK(atomic_load(inbox) == 0, "a partial batch reached the owner before it filled up");
   hak_remote_flush_all(hak_heap_get());   /* as a trim or an exit does */
   uint32_t n = inbox_blocks(inbox);
   CHECK(n == 3, "after the flush the inbox holds %u blocks, not 3", n);
-  void **c = atomic_load(inbox);
+  void **c = hak_inbox_first(atomic_load(inbox));
   CHECK(c && !c[0], "3 blocks of 100 bytes did not travel in one container");
   hak_heap_take_remote(batch.owner, batch.cls, false);   /* the owner is parked in join */
   for (uint32_t i = 3; i < 3 + batch.limit; i++) free(batch.blocks[i]);
@@ -241,7 +244,7 @@ static void *batch_thread(void *arg) {
   n = inbox_blocks(inbox);
   CHECK(n == batch.limit + 1, "after the flush the inbox holds %u blocks, not %u", n, batch.limit + 1);
   hak_trim();   /* the owner's inbox goes back to its slabs: its thread is parked in join */
-  CHECK(atomic_load(inbox) == NULL, "after trim the owner's inbox still holds %u blocks", inbox_blocks(inbox));
+  CHECK(atomic_load(inbox) == 0, "after trim the owner's inbox still holds %u blocks", inbox_blocks(inbox));
   return arg;
 }
 
@@ -279,11 +282,11 @@ static void test_sleeping_inbox(void) {
   pthread_t t;
   pthread_create(&t, NULL, free_all_thread, blocks);
   pthread_join(t, NULL);
-  CHECK(atomic_load(&h->inbox[cls]) != NULL, "the blocks freed by another thread are not in the inbox");
+  CHECK(atomic_load(&h->inbox[cls]) != 0, "the blocks freed by another thread are not in the inbox");
   bool waiting = true;
   for (int k = 0; k < 100 && waiting; k++) {
     usleep((useconds_t)hak_release_delay() * 1000 / 2 + 50000);
-    waiting = atomic_load(&h->inbox[cls]) != NULL;
+    waiting = atomic_load(&h->inbox[cls]) != 0;
   }
   CHECK(!waiting, "a sleeping thread's inbox still holds the blocks another thread freed");
   CHECK(h->counters[cls].used_blocks + SLEEPER_N <= used, "%llu blocks in use, %llu before %d were freed",
@@ -308,11 +311,55 @@ static void test_remote_order(void) {
   check_remote_order(20000, 200);
 }
 
+/* An inbox of more blocks than its word counts (HAK_INBOX_MAX) loses none:
+ * the count stops there, a refill takes what the cache holds, and every
+ * other block goes back to its slab, to be handed out once. */
+enum { OVERFLOW_N = HAK_INBOX_MAX + 1000 };
+static void **overflow_blocks;
+
+static void *overflow_free_thread(void *arg) {
+  for (int i = 0; i < OVERFLOW_N; i++) free(overflow_blocks[i]);
+  return arg;   /* its exit sends the last batch */
+}
+
+static void test_inbox_overflow(void) {
+  const size_t size = 64;
+  hak_heap_t *h = hak_heap_get();
+  unsigned cls = hak_class_of(size);
+  hak_ucache_t *c = &h->cache[cls];
+  overflow_blocks = malloc(OVERFLOW_N * sizeof(void *));
+  for (int i = 0; i < OVERFLOW_N; i++) overflow_blocks[i] = malloc(size);
+  pthread_t t;
+  pthread_create(&t, NULL, overflow_free_thread, NULL);
+  pthread_join(t, NULL);
+  uintptr_t w = atomic_load(&h->inbox[cls]);
+  uint32_t walked = 0;
+  for (void **k = hak_inbox_first(w); k; k = hak_link_decode((uintptr_t)k[0], k)) walked += 1 + (uint32_t)(uintptr_t)k[2];
+  CHECK(walked == OVERFLOW_N && hak_inbox_blocks(w) == HAK_INBOX_MAX, "an inbox of %u blocks of %d counts %u", walked,
+        OVERFLOW_N, hak_inbox_blocks(w));
+  hak_cache_return(h, cls);
+  uint64_t used = h->counters[cls].used_blocks;
+  uint32_t got = hak_heap_take_remote(h, cls, true);
+  CHECK(got > 0 && got <= hak_cache_cap(c), "a refill took %u blocks of an overflowing inbox into a cache of %u", got,
+        hak_cache_cap(c));
+  CHECK(h->counters[cls].used_blocks + (uint64_t)(OVERFLOW_N - (int)got) == used, "%llu blocks went back, not %d",
+        (unsigned long long)(used - h->counters[cls].used_blocks), OVERFLOW_N - (int)got);
+  c->top = c->items + got;
+  for (int i = 0; i < OVERFLOW_N; i++) overflow_blocks[i] = malloc(size);
+  qsort(overflow_blocks, OVERFLOW_N, sizeof(void *), cmp_ptr);
+  int twice = 0;
+  for (int i = 1; i < OVERFLOW_N; i++) twice += overflow_blocks[i] == overflow_blocks[i - 1];
+  CHECK(twice == 0, "%d blocks handed out twice after an overflowing inbox", twice);
+  for (int i = 0; i < OVERFLOW_N; i++) free(overflow_blocks[i]);
+  free(overflow_blocks);
+}
+
 static const test_case_t cases[] = {
     {"remote_free", test_remote_free},
     {"remote_batch", test_remote_batch},
     {"remote_order", test_remote_order},
     {"remote_containers", test_remote_containers},
+    {"inbox_overflow", test_inbox_overflow},
     {"sweep_idle", test_sweep_idle},
     {"sleeping_inbox", test_sleeping_inbox},
 };

@@ -54,15 +54,17 @@ HAK_NOINLINE void hak_free_other(const void *p) {
   else hak_free_slow((void *)p);
 }
 
-/* Push the chain of containers head..tail of blocks of class cls on owner's
- * inbox. An abandoned owner gets a purge deadline so that some thread's
- * release tick takes the blocks back in. */
-static void inbox_push(hak_heap_t *owner, unsigned cls, void **head, void **tail) {
-  _Atomic(void *) *inbox = &owner->inbox[cls];
-  void *old = atomic_load_explicit(inbox, memory_order_relaxed);
+/* Push the chain of containers head..tail of n blocks of class cls on
+ * owner's inbox. An abandoned owner gets a purge deadline so that some
+ * thread's release tick takes the blocks back in. */
+static void inbox_push(hak_heap_t *owner, unsigned cls, void **head, void **tail, uint32_t n) {
+  _Atomic(uintptr_t) *inbox = &owner->inbox[cls];
+  uintptr_t old = atomic_load_explicit(inbox, memory_order_relaxed), w;
   do {
-    tail[0] = (void *)hak_link_encode(old, tail);
-  } while (!atomic_compare_exchange_weak_explicit(inbox, &old, head, memory_order_release, memory_order_relaxed));
+    tail[0] = (void *)hak_link_encode(hak_inbox_first(old), tail);
+    uint32_t blocks = hak_inbox_blocks(old) + n;
+    w = (uintptr_t)head | (uintptr_t)(blocks < HAK_INBOX_MAX ? blocks : HAK_INBOX_MAX) << HAK_INBOX_SHIFT;
+  } while (!atomic_compare_exchange_weak_explicit(inbox, &old, w, memory_order_release, memory_order_relaxed));
   if (atomic_load_explicit(&owner->state, memory_order_relaxed) != HAK_HEAP_ACTIVE) {
     hak_release_abandoned_since(hak_os_now_ms());
     hak_heap_reclaim_hint();
@@ -107,7 +109,7 @@ HAK_INLINE hak_heap_t *heap_of_cache(hak_ucache_t *k, unsigned cls) {
 static bool batch_send(hak_remote_batch_t *b, unsigned cls, hak_ucache_t *owner) {
   if (!b->head) return false;
   if (hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)batch_in_head(b);
-  inbox_push(heap_of_cache(owner, cls), cls, b->head, b->tail);
+  inbox_push(heap_of_cache(owner, cls), cls, b->head, b->tail, batch_blocks(b));
   b->slot = b->slot_end = b->head = b->tail = NULL;
   b->count = 0;
   return true;
@@ -142,7 +144,7 @@ static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab
     hak_free_remote(p, s);
   } else {   /* an exiting thread, or no memory for a heap: a batch of one */
     if (hak_batch_counted(s->cls)) p[2] = 0;
-    inbox_push(ss->owner, s->cls, p, p);
+    inbox_push(ss->owner, s->cls, p, p, 1);
   }
 }
 

@@ -37,8 +37,9 @@ static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void *
  * of it, in one walk). The inbox holds the newest container first, and a
  * container lists the blocks freed after it. The blocks are laid so that
  * the cache, popped from its top, hands out the most recently freed first,
- * as it does with its own thread's frees: a count of the chain first, then
- * the cache is filled from its end, the newest batch's last block on top;
+ * as it does with its own thread's frees: the inbox word gives the count
+ * (hak_inbox_blocks), the cache is filled from its end, the newest batch's
+ * last block on top;
  * what does not fit (the oldest) goes back to its slabs: a consumer thread
  * that reads the blocks it gets finds the newest in its cache
  * (docs/design/tuning.md, "Remote-free batches"). A container that does
@@ -48,28 +49,21 @@ static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void *
  * decommitted. Returns the number put in the cache. */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache) {
   if (!atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) return 0;
-  void **first = atomic_exchange_explicit(&h->inbox[cls], NULL, memory_order_acquire);
+  uintptr_t w = atomic_exchange_explicit(&h->inbox[cls], 0, memory_order_acquire);
   bool counted = hak_batch_counted(cls);
-  uint32_t n = 0, room = 0;
+  uint32_t n = 0, taken = 0;
   void **out = NULL;
-  if (into_cache) {   /* the cache is filled from its end: the count first */
-    for (void **c = first, **next; c; c = next) {
-      next = hak_link_decode((uintptr_t)c[0], c);
-      uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
-      if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
-      n += k + 1;
-    }
-    room = hak_cache_room_for(h, cls, n);
-    out = h->cache[cls].items;   /* where the growth moved them */
+  if (into_cache) {   /* the cache is filled from its end */
+    uint32_t blocks = hak_inbox_blocks(w), room = hak_cache_room_for(h, cls, blocks);
+    taken = blocks < room ? blocks : room;   /* all of them, unless there are more than HAK_INBOX_MAX */
+    out = h->cache[cls].items;               /* where the growth moved them */
   }
-  uint32_t taken = n < room ? n : room, at = taken;
-  for (void **c = first, **next; c; c = next) {
+  uint32_t at = taken;
+  for (void **c = hak_inbox_first(w), **next; c; c = next) {
     next = hak_link_decode((uintptr_t)c[0], c);
     uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
-    if (!into_cache) {   /* all back to the slabs: one walk */
-      if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
-      n += k + 1;
-    }
+    if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
+    n += k + 1;
     if (HAK_SECURE) c[0] = (void *)hak_link_end(c);   /* a free block of a cache */
     uint32_t t = k < at ? k : at, i = k - t;   /* its newest t on top of out[], in order */
     if (t) {   /* out is NULL without into_cache */
