@@ -247,6 +247,18 @@ static void uaf_write_cached(void) {
   opaque(T_malloc(48));
 }
 
+/* A free of a block a refill carved that waits in the cache, never handed
+ * out: the secure build marks such blocks (the default build writes
+ * nothing into them, README "Limits"), and takes it for a double free. */
+static void free_cached_unallocated(void) {
+  opaque(T_malloc(400));
+  hak_ucache_t *c = &hak_heap_get()->cache[hak_class_of(400)];
+  if (c->top == c->items) _exit(5);
+  void *q = c->top[-1];
+  report(q);
+  T_free(opaque(q));
+}
+
 /* A write that clears a freed block's mark. */
 static void uaf_write_mark(void) {
   uintptr_t *p = T_malloc(64), *again = opaque(p);
@@ -352,6 +364,7 @@ static const struct invalid_case cases[] = {
     {"realloc of a freed large block", FREED_REALLOC, realloc_freed_large},
     {"usable size of a freed block", FREED_USABLE, usable_size_freed},
 #if HAK_SECURE
+    {"free of a block a refill carved, never handed out", DOUBLE_FREE, free_cached_unallocated},
     {"use after free: a write into a cached block", CORRUPTED, uaf_write_cached},
     {"use after free: a write over the free mark", CORRUPTED, uaf_write_mark},
     {"overflow into the next block, free", CORRUPTED, overflow_into_free},
