@@ -22,6 +22,22 @@ static int cmp_ptr(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Sorts the n blocks v[] and counts those malloc handed out more than once. */
+static int handed_twice(void **v, int n) {
+  qsort(v, (size_t)n, sizeof(void *), cmp_ptr);
+  int twice = 0;
+  for (int i = 1; i < n; i++) twice += v[i] == v[i - 1];
+  return twice;
+}
+
+/* Blocks in the chain of the inbox word w of a class of HAK_BATCH_COUNTED
+ * bytes or more, walked: each container counts itself and those it lists. */
+static uint32_t chain_blocks(uintptr_t w) {
+  uint32_t n = 0;
+  for (void **c = hak_inbox_first(w); c; c = hak_link_decode((uintptr_t)c[0], c)) n += 1 + (uint32_t)(uintptr_t)c[2];
+  return n;
+}
+
 /* Blocks freed by another thread come back to the owner (inbox, then cache
  * or slabs) and are reused: in a plain chain (16 bytes), in containers
  * (48, 640 bytes) and for a mid class. */
@@ -153,9 +169,7 @@ static void check_remote_containers(size_t size, int n) {
   CHECK(written == 0, "size %zu: the refill wrote into %d blocks that no container holds", size, written);
   static void *again[REMOTE_N];
   for (int i = 0; i < n; i++) again[i] = malloc(size);
-  qsort(again, (size_t)n, sizeof(void *), cmp_ptr);
-  int twice = 0;
-  for (int i = 1; i < n; i++) twice += again[i] == again[i - 1];
+  int twice = handed_twice(again, n);
   CHECK(twice == 0, "size %zu: %d blocks handed out twice after the refill", size, twice);
   for (int i = 0; i < n; i++) free(again[i]);
 }
@@ -208,13 +222,11 @@ static struct {
   uint32_t limit;
 } batch;
 
-/* Blocks in an inbox of a class of HAK_BATCH_COUNTED bytes or more: each
- * container counts itself and the blocks it lists; the inbox word's count
- * must say the same. */
+/* Blocks in an inbox of a class of HAK_BATCH_COUNTED bytes or more
+ * (chain_blocks); the inbox word's count must say the same. */
 static uint32_t inbox_blocks(_Atomic(uintptr_t) *inbox) {
-  uint32_t n = 0;
   uintptr_t w = atomic_load(inbox);
-  for (void **c = hak_inbox_first(w); c; c = c[0]) n += 1 + (uint32_t)(uintptr_t)c[2];
+  uint32_t n = chain_blocks(w);
   CHECK(hak_inbox_blocks(w) == n, "the inbox counts %u blocks, its containers %u", hak_inbox_blocks(w), n);
   return n;
 }
@@ -333,8 +345,7 @@ static void test_inbox_overflow(void) {
   pthread_create(&t, NULL, overflow_free_thread, NULL);
   pthread_join(t, NULL);
   uintptr_t w = atomic_load(&h->inbox[cls]);
-  uint32_t walked = 0;
-  for (void **k = hak_inbox_first(w); k; k = hak_link_decode((uintptr_t)k[0], k)) walked += 1 + (uint32_t)(uintptr_t)k[2];
+  uint32_t walked = chain_blocks(w);
   CHECK(walked == OVERFLOW_N && hak_inbox_blocks(w) == HAK_INBOX_MAX, "an inbox of %u blocks of %d counts %u", walked,
         OVERFLOW_N, hak_inbox_blocks(w));
   hak_cache_return(h, cls);
@@ -346,9 +357,7 @@ static void test_inbox_overflow(void) {
         (unsigned long long)(used - h->counters[cls].used_blocks), OVERFLOW_N - (int)got);
   c->top = c->items + got;
   for (int i = 0; i < OVERFLOW_N; i++) overflow_blocks[i] = malloc(size);
-  qsort(overflow_blocks, OVERFLOW_N, sizeof(void *), cmp_ptr);
-  int twice = 0;
-  for (int i = 1; i < OVERFLOW_N; i++) twice += overflow_blocks[i] == overflow_blocks[i - 1];
+  int twice = handed_twice(overflow_blocks, OVERFLOW_N);
   CHECK(twice == 0, "%d blocks handed out twice after an overflowing inbox", twice);
   for (int i = 0; i < OVERFLOW_N; i++) free(overflow_blocks[i]);
   free(overflow_blocks);

@@ -55,7 +55,7 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache) {
   void **out = NULL;
   if (into_cache) {   /* the cache is filled from its end */
     uint32_t blocks = hak_inbox_blocks(w), room = hak_cache_room_for(h, cls, blocks);
-    taken = blocks < room ? blocks : room;   /* all of them, unless there are more than HAK_INBOX_MAX */
+    taken = blocks < room ? blocks : room;   /* blocks: the chain's, or HAK_INBOX_MAX of a longer one */
     out = h->cache[cls].items;               /* where the growth moved them */
   }
   uint32_t at = taken;
