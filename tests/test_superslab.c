@@ -303,8 +303,45 @@ static void *resident_thread(void *arg) {
   return arg;
 }
 
+/* A thread's blocks go back to their slabs at its exit as containers,
+ * each written into one of the blocks it gives back: the one its cache
+ * took last, a block the program used, not the first, which may be one a
+ * refill carved and never handed out, on a page nothing touched (the far
+ * end of each slab the thread carved was resident after its exit: memory
+ * threads, 20,000 short threads, peaked 10% higher). */
+static void *untouched_thread(void *arg) {
+  hak_heap_t *h = hak_heap_get();
+  hak_heap_release_all(h, true);   /* no free unit holds pages */
+  size_t size = 6000;
+  unsigned cls = hak_class_of(size);
+  CHECK(!h->warm[cls] && !h->full[cls] && !hak_cache_count(&h->cache[cls]), "the heap holds blocks of %zu B", size);
+  char *p[3];
+  for (int i = 0; i < 3; i++) {
+    p[i] = malloc(size);
+    memset(p[i], 0x5a, size);
+  }
+  hak_superslab_t *ss = hak_ss_of(p[0]);
+  hak_slab_t *s = hak_slab_of(ss, (uintptr_t)p[0]);
+  char *unit = (char *)ss + ((uintptr_t)unit_of(p[0]) << HAK_UNIT_SHIFT), *end = unit;
+  for (int i = 0; i < 3; i++) {
+    CHECK(hak_slab_of(ss, (uintptr_t)p[i]) == s, "three blocks of %zu B in two slabs", size);
+    if (p[i] + hak_class_size[cls] > end) end = p[i] + hak_class_size[cls];
+  }
+  CHECK(s->carved > 3, "the refills carved %u blocks, none beyond the three handed out", (unsigned)s->carved);
+  for (int i = 0; i < 3; i++) free(p[i]);
+  hak_heap_release_all(h, false);   /* the slab empty, its unit free and still resident */
+  unsigned char in[HAK_UNIT_SIZE / HAK_PAGE_BYTES];
+  CHECK(mincore(unit, HAK_UNIT_SIZE, in) == 0, "mincore: %s", strerror(errno));
+  unsigned first = (unsigned)((end - unit + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES), resident = 0;
+  for (unsigned i = first; i < HAK_UNIT_SIZE / HAK_PAGE_BYTES; i++) resident += in[i] & 1;
+  CHECK(resident == 0, "%u pages past the blocks handed out (%u pages) became resident when they went back",
+        resident, first);
+  return arg;
+}
+
 static void test_affinity(void) { run_unpurged(affinity_thread); }
 static void test_resident(void) { run_unpurged(resident_thread); }
+static void test_untouched(void) { run_unpurged(untouched_thread); }
 
 static const test_case_t cases[] = {
     {"registry", test_registry},
@@ -313,6 +350,7 @@ static const test_case_t cases[] = {
     {"span", test_span},
     {"affinity", test_affinity},
     {"resident", test_resident},
+    {"untouched", test_untouched},
 };
 
 int main(int argc, char **argv) { return RUN_INTERNAL_CASES("superslab", cases, argc, argv); }

@@ -49,10 +49,14 @@ static void slab_put_list(hak_heap_t *h, unsigned cls, hak_slab_t *s, void **hea
 /* Give the n free blocks blocks[] of class cls back to their slabs (owner
  * only), a run of blocks of one unit at a time (a program frees the blocks
  * it got together together, and a cache hands them out in runs): one
- * look-up of the slab, one test whether it empties. In a run, the first
- * block becomes a container listing as many of the next ones as it holds,
- * and so on. A slab that empties is released, one that was full goes to
- * the warm pool. */
+ * look-up of the slab, one test whether it empties. A run is cut into
+ * chunks of as many blocks as a container lists and one more; the last
+ * block of each chunk becomes the container listing the others. The last
+ * is the one a cache took most recently, freed by the program where the
+ * first may be a block a refill carved and never handed out, whose page
+ * is still untouched (a thread's exit would fault in the far end of each
+ * slab it carved). A slab that empties is released, one that was full
+ * goes to the warm pool. */
 void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n) {
   uint32_t room = hak_container_room(cls);
   void **end = blocks + n;
@@ -61,13 +65,15 @@ void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n) {
     hak_slab_t *s = hak_slab_of(hak_ss_of(*b), (uintptr_t)*b);
     void **head = s->free, **first = b;
     do {
-      void **c = *b++, **at = c + 3;
-      void **to = (uint32_t)(end - b) < room ? end : b + room;
+      void **e = b + 1, **to = (uint32_t)(end - b) <= room ? end : b + room + 1;
+      while (e < to && (uintptr_t)*e >> HAK_UNIT_SHIFT == unit) e++;
+      void **c = e[-1], **at = c + 3;
       hak_block_check_free(c, "free");
-      for (; b < to && (uintptr_t)*b >> HAK_UNIT_SHIFT == unit; b++, at++) {
+      for (; b < e - 1; b++, at++) {
         hak_block_check_free(*b, "free");
         *at = (void *)hak_link_encode(*b, at);
       }
+      b = e;
       if (room) c[2] = (void *)(uintptr_t)(at - (c + 3));
       c[0] = (void *)hak_link_encode(head, c);
       head = c;
