@@ -174,12 +174,13 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);
 void hak_slab_put_local(hak_heap_t *h, void *p);
 void hak_slab_put_moved(hak_heap_t *h, hak_slab_t *s);
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s);
-bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss);
+bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss, bool leaving);
 hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a);
 
 /* ---- shared_pool.c: empty SuperSlabs passed between threads */
 hak_superslab_t *hak_shared_pool_pop(void);
-void hak_shared_pool_push(hak_superslab_t *ss);
+void hak_shared_pool_push(hak_superslab_t *ss, bool leaving);
+bool hak_shared_pool_keeps_pages(void);   /* a SuperSlab of the arena pooled now stays warm */
 int  hak_shared_pool_trim(void);
 void hak_release_schedule_pooled(hak_superslab_t *ss);   /* a deadline for a pooled SuperSlab's dirty units */
 

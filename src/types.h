@@ -219,7 +219,7 @@ typedef struct hak_superslab_s {
   _Atomic uint64_t purge_at;   /* ms, the dirty units' next deadline (see above), 0: none */
   _Atomic uint64_t purged_at;  /* ms of the last sweep that decommitted units */
   _Atomic uint32_t purged;     /* units decommitted by a sweep and not taken since */
-  _Atomic uint32_t pooled_at;  /* ms (low 32 bits) when it went to the shared pool with pages resident */
+  _Atomic uint32_t warm_until; /* ms (low 32 bits) until which it keeps its pages resident in the shared pool */
   hak_slab_t own_slabs[HAK_UNITS];  /* its units' descriptors outside the arena (hak_ss_slabs) */
   uint8_t span_class[HAK_UNITS];   /* 1 + class of the slab that last began at each unit, 0 if none (owner only) */
   uint8_t touched[HAK_UNITS];      /* pages from each unit's start that blocks were carved on since the

@@ -1,54 +1,165 @@
 /* Memory going back to the OS after the purge delay: the resident set
  * after a free of 51 MB, after the delay and after a trim; an empty
  * SuperSlab stays with its heap, pages and all, for the delay, then goes. */
+#include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "internals.h"
 
-/* A SuperSlab that empties stays with its heap, pages and all, for the
- * purge delay: a thread whose footprint swings by SuperSlabs takes it back
- * without a page fault. Then it goes to the shared pool (with
- * KEEP_EMPTY_SUPERSLABS 0). Outside the arena, where no background sweep
- * reaches it, it goes at once. */
-static void test_empty_superslab(void) {
+/* A SuperSlab that empties beyond KEEP_EMPTY_SUPERSLABS (0 here) keeps its
+ * pages for the purge delay: a thread whose footprint swings by SuperSlabs
+ * takes it back without a page fault. While the background purger runs it
+ * waits in the shared pool, where any heap may take it, and the purger
+ * gives its pages back at the delay; without the purger it stays with its
+ * heap for the delay, then goes to the pool. Outside the arena, where no
+ * background sweep reaches it, it goes at once. */
+enum { EMPTY_N = 64, EMPTY_SIZE = 100000 };   /* 64 x 100 KB: more than two SuperSlabs */
+static char *empty_blocks[EMPTY_N];
+
+static void empty_fill(int c) {
+  for (int i = 0; i < EMPTY_N; i++) memset(empty_blocks[i] = malloc(EMPTY_SIZE), c, EMPTY_SIZE);
+}
+
+static void empty_free(hak_heap_t *h) {
+  for (int i = 0; i < EMPTY_N; i++) free(empty_blocks[i]);
+  hak_cache_return(h, hak_class_of(EMPTY_SIZE));
+}
+
+static pthread_barrier_t second_alive, second_done;
+
+static void *second_thread(void *arg) {   /* a second thread with a heap, alive until told */
+  escape(malloc(1));
+  pthread_barrier_wait(&second_alive);
+  pthread_barrier_wait(&second_done);
+  return arg;
+}
+
+static bool purger_running(void) { return atomic_load(&hak_purger_state) == PURGER_RUNNING; }
+
+static void empty_superslab(bool pooled) {
   long keep = hak_option_get(hak_option_keep_empty_superslabs);
   hak_option_set(hak_option_keep_empty_superslabs, 0);
   hak_trim();
   hak_heap_t *h = hak_heap_get();
-  enum { N = 64 };   /* 64 x 100 KB: more than two SuperSlabs */
-  static char *blocks[N];
-  for (int i = 0; i < N; i++) memset(blocks[i] = malloc(100000), 1, 100000);
-  hak_superslab_t *ss = hak_ss_of(blocks[N / 2]);   /* between two others: only these blocks' */
-  for (int i = 0; i < N; i++) free(blocks[i]);
-  hak_cache_return(h, hak_class_of(100000));
+  empty_fill(1);
+  hak_superslab_t *ss = hak_ss_of(empty_blocks[EMPTY_N / 2]);   /* between two others: only these blocks' */
+  empty_free(h);
   if (getenv("TEST_NO_ARENA")) {
     CHECK(ss->owner != h, "an empty SuperSlab outside the arena stayed with its heap");
     hak_option_set(hak_option_keep_empty_superslabs, keep);
     return;
   }
-  CHECK(ss->owner == h && ss->free_units == HAK_UNITS_ALL, "an empty SuperSlab left its heap at once");
+  if (pooled)
+    CHECK(ss->owner == NULL && HAK_DIRTY(atomic_load(&ss->dirty)),
+          "with the purger, an empty SuperSlab did not go to the shared pool at once, pages resident");
+  else
+    CHECK(ss->owner == h && ss->free_units == HAK_UNITS_ALL, "without the purger, an empty SuperSlab left its heap at once");
   struct hak_stats st;
   hak_stats_get(&st);
   uint64_t decommits = st.os_decommits;
   long rss = rss_kib();
-  for (int i = 0; i < N; i++) memset(blocks[i] = malloc(100000), 2, 100000);
+  empty_fill(2);
   int again = 0;
-  for (int i = 0; i < N; i++) again += hak_ss_of(blocks[i]) == ss;
+  for (int i = 0; i < EMPTY_N; i++) again += hak_ss_of(empty_blocks[i]) == ss;
   hak_stats_get(&st);
   CHECK(again > 0, "the empty SuperSlab was not taken again");
   CHECK(st.os_decommits == decommits, "%llu decommits while the SuperSlabs were empty",
         (unsigned long long)(st.os_decommits - decommits));
   CHECK(rss_kib() - rss < 1024, "taking the SuperSlabs back grew RSS by %ld KiB", rss_kib() - rss);
-  for (int i = 0; i < N; i++) free(blocks[i]);
-  hak_cache_return(h, hak_class_of(100000));
-  for (int k = 0; k < 100 && ss->owner == h; k++) {
-    usleep((useconds_t)hak_release_delay() * 1000 / 2 + 50000);
-    void *some[64];   /* slow paths run the release tick */
-    int n = 0;
-    while (n < 64 && ss->owner == h) escape(some[n++] = malloc(5000));
-    while (n) free(some[--n]);
+  empty_free(h);
+  if (pooled) {   /* no call: the purger gives the pages back */
+    for (int k = 0; k < 100 && HAK_DIRTY(atomic_load(&ss->dirty)) && ss->owner == NULL; k++)
+      usleep((useconds_t)hak_release_delay() * 1000 / 2 + 50000);
+    CHECK(ss->owner == NULL && !HAK_DIRTY(atomic_load(&ss->dirty)),
+          "a pooled SuperSlab kept its pages after the purge delay");
+  } else {
+    for (int k = 0; k < 100 && ss->owner == h; k++) {
+      usleep((useconds_t)hak_release_delay() * 1000 / 2 + 50000);
+      void *some[64];   /* slow paths run the release tick */
+      int n = 0;
+      while (n < 64 && ss->owner == h) escape(some[n++] = malloc(5000));
+      while (n) free(some[--n]);
+    }
+    CHECK(ss->owner != h, "an empty SuperSlab stayed with its heap after the purge delay");
   }
-  CHECK(ss->owner != h, "an empty SuperSlab stayed with its heap after the purge delay");
+  hak_option_set(hak_option_keep_empty_superslabs, keep);
+}
+
+/* First, in the only thread: the purger has not started. */
+static void test_empty_superslab(void) {
+  long purge = hak_option_get(hak_option_background_purge);
+  hak_option_set(hak_option_background_purge, 0);
+  CHECK(!purger_running(), "the purger runs in a program of one thread");
+  empty_superslab(false);
+  hak_option_set(hak_option_background_purge, purge);
+}
+
+/* Start the background purger: a second thread alive while this one has
+ * memory to return and passes slow paths. */
+static bool start_purger(void) {
+  pthread_t t;
+  pthread_barrier_init(&second_alive, NULL, 2);
+  pthread_barrier_init(&second_done, NULL, 2);
+  pthread_create(&t, NULL, second_thread, NULL);
+  pthread_barrier_wait(&second_alive);
+  for (int k = 0; k < 200 && !purger_running(); k++) {
+    empty_fill(3);
+    empty_free(hak_heap_get());
+    usleep(10000);
+  }
+  pthread_barrier_wait(&second_done);
+  pthread_join(t, NULL);
+  return purger_running();
+}
+
+static void test_pooled_superslab(void) {
+  CHECK(start_purger(), "the background purger did not start in a program of two threads");
+  empty_superslab(purger_running());
+}
+
+/* What a running thread's heap gives the pool, another running thread
+ * takes, pages resident: the footprint of threads that take turns holding
+ * memory is the most they hold together, not the sum of the most each held
+ * (xmalloc-test). */
+static hak_superslab_t *given[EMPTY_N];
+
+static void *giving_thread(void *arg) {
+  empty_fill(4);
+  for (int i = 0; i < EMPTY_N; i++) given[i] = hak_ss_of(empty_blocks[i]);
+  empty_free(hak_heap_get());
+  pthread_barrier_wait(&second_alive);   /* freed: the main thread fills its blocks */
+  pthread_barrier_wait(&second_done);
+  return arg;
+}
+
+static void test_pooled_shared(void) {
+  CHECK(start_purger(), "the background purger did not start in a program of two threads");
+  if (getenv("TEST_NO_ARENA")) return;   /* no warm pool outside the arena (test_empty_superslab) */
+  long keep = hak_option_get(hak_option_keep_empty_superslabs);
+  hak_option_set(hak_option_keep_empty_superslabs, 0);
+  hak_trim();
+  pthread_t t;
+  pthread_create(&t, NULL, giving_thread, NULL);
+  pthread_barrier_wait(&second_alive);
+  struct rusage before, after;
+  getrusage(RUSAGE_THREAD, &before);
+  empty_fill(5);
+  getrusage(RUSAGE_THREAD, &after);
+  int taken = 0;
+  for (int i = 0; i < EMPTY_N; i++)
+    for (int j = 0; j < EMPTY_N; j++)
+      if (hak_ss_of(empty_blocks[i]) == given[j]) {
+        taken++;
+        break;
+      }
+  long faults = after.ru_minflt - before.ru_minflt;
+  pthread_barrier_wait(&second_done);
+  pthread_join(t, NULL);
+  empty_free(hak_heap_get());
+  CHECK(taken > EMPTY_N / 2, "only %d of %d blocks lie in the SuperSlabs another running thread emptied", taken, EMPTY_N);
+  CHECK(faults < EMPTY_N * EMPTY_SIZE / 4096 / 4, "%ld page faults filling %d KiB on SuperSlabs another thread emptied",
+        faults, EMPTY_N * EMPTY_SIZE / 1024);
   hak_option_set(hak_option_keep_empty_superslabs, keep);
 }
 
@@ -82,6 +193,8 @@ static void test_release(void) {
 
 static const test_case_t cases[] = {
     {"empty_superslab", test_empty_superslab},
+    {"pooled_superslab", test_pooled_superslab},
+    {"pooled_shared", test_pooled_shared},
     {"release", test_release},
 };
 

@@ -5,10 +5,13 @@
  *   PURGE_DELAY_MS (types.h: deadlines every half delay, aged units).
  * - A wholly empty SuperSlab is no exception: its units go after the same
  *   delay (a thread whose footprint swings by SuperSlabs takes them back
- *   meanwhile). Then the heap keeps KEEP_EMPTY_SUPERSLABS of them, their
- *   pages dropped, and gives the others to the shared pool (at once, the
- *   units of a thread that freed a cache's worth of large mid blocks, say,
- *   were decommitted and faulted in again batch after batch).
+ *   meanwhile). The heap keeps KEEP_EMPTY_SUPERSLABS of them; the others go
+ *   to the shared pool as they empty, their pages resident for the same
+ *   delay, so that any heap takes them back. Without the background purger
+ *   (which decommits pooled SuperSlabs at their deadlines) the heap keeps
+ *   them for the delay, then gives them up, their pages dropped (decommitted
+ *   at once, the units of a thread that freed a cache's worth of large mid
+ *   blocks, say, were faulted in again batch after batch).
  * - hak_release_purge(h, HAK_PURGE_ALL) (malloc_trim) does all of it now.
  * - Heaps of exited threads keep the same delays; whichever thread passes
  *   its release tick after the earliest deadline purges them.
@@ -64,12 +67,19 @@ static bool extra_empty(const hak_heap_t *h, const hak_superslab_t *ss, uint32_t
 }
 
 /* Called by the owner after it made units of ss dirty (or emptied it). An
- * empty SuperSlab outside the arena, which no background sweep reaches,
- * goes to the shared pool at once beyond those the heap keeps, as its
- * owner may not pass a slow path again. */
+ * empty SuperSlab beyond those the heap keeps goes to the shared pool at
+ * once: one outside the arena, which no background sweep reaches, as its
+ * owner may not pass a slow path again; one of the arena if its heap's
+ * thread runs (an exiting thread's go with its heap's release, warm for
+ * WARM_MS: hak_release_purge) and the pool keeps its pages (the purger
+ * runs, and a slot is free: a full pool would unmap it). Its pages stay
+ * resident for the purge delay as they would in the heap, and any heap
+ * that needs a SuperSlab takes it meanwhile: kept by their heaps, each
+ * heap held the most it ever held (docs/design/tuning.md, "Empty
+ * SuperSlabs go to the shared pool at once"). */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
-  if (!hak_in_arena((uintptr_t)ss) && extra_empty(h, ss, (uint32_t)hak_opt(hak_option_keep_empty_superslabs)) &&
-      hak_superslab_give_up(h, ss))
+  if (extra_empty(h, ss, (uint32_t)hak_opt(hak_option_keep_empty_superslabs)) &&
+      (!hak_in_arena((uintptr_t)ss) || (h->thread && hak_shared_pool_keeps_pages())) && hak_superslab_give_up(h, ss, false))
     return;
   uint64_t due = atomic_load(&ss->purge_at);
   if (!due) due = ss_deadline(ss, hak_os_now_ms());
@@ -152,11 +162,11 @@ int hak_release_purge(hak_heap_t *h, hak_purge_t how) {
   while (ss) {
     hak_superslab_t *following = ss->next;
     bool empty = extra_empty(h, ss, keep);
-    if (empty && how != HAK_PURGE_DUE && hak_superslab_give_up(h, ss)) {
+    if (empty && how != HAK_PURGE_DUE && hak_superslab_give_up(h, ss, true)) {
       released = 1;
     } else {
       uint64_t due = sweep(ss, now, force, &released);
-      if (!(empty && !due && hak_superslab_give_up(h, ss))) next = hak_deadline_min(next, due);
+      if (!(empty && !due && hak_superslab_give_up(h, ss, false))) next = hak_deadline_min(next, due);
     }
     ss = following;
   }

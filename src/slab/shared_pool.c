@@ -1,11 +1,12 @@
 /* The shared pool: empty SuperSlabs waiting for any thread that needs one.
  * A fixed array of slots taken and filled with single atomic exchanges: no
  * lock, no ABA. A SuperSlab of the arena keeps the pages its units have
- * resident (dirty, types.h) for WARM_MS, so that a thread that takes it
- * meanwhile uses them without faulting them in again: a thread's exit
- * gives its heap's extra empty SuperSlabs here, and the threads that come
- * next take them; longer, what waits in the pool adds to the peak
- * (docs/design/tuning.md, "Warm SuperSlabs in the shared pool"). Any push
+ * resident (dirty, types.h) for a while, so that a thread that takes it
+ * meanwhile uses them without faulting them in again: for WARM_MS when a
+ * thread's exit gave it (its heap's extra empty SuperSlabs; the threads
+ * that come next take them; longer, what waits in the pool adds to the
+ * peak: docs/design/tuning.md, "Warm SuperSlabs in the shared pool"), for
+ * the purge delay when a running heap's SuperSlab emptied (release.c). Any push
  * or pop decommits those pooled longer, and the background purger's
  * sweeps, which reach every SuperSlab of the arena, those left at their
  * purge deadline: a pool nobody uses any more holds no more than a heap's
@@ -50,7 +51,7 @@ static unsigned warm_units(hak_superslab_t *ss) {
 }
 
 /* The slot of the pooled SuperSlab with the most units resident, -1 if
- * none; the pages of those pooled longer than WARM_MS go back on the way
+ * none; the pages of those whose warm time passed go back on the way
  * (a sweep's claim: one that another thread takes meanwhile keeps the
  * units it finds being decommitted out of its runs, superslab.c). */
 static int pool_scan(void) {
@@ -61,7 +62,7 @@ static int pool_scan(void) {
     hak_superslab_t *ss = atomic_load_explicit(&slots[i], memory_order_acquire);
     if (!ss) continue;
     unsigned warm = warm_units(ss);
-    if (warm && now - atomic_load_explicit(&ss->pooled_at, memory_order_relaxed) > WARM_MS &&
+    if (warm && (int32_t)(now - atomic_load_explicit(&ss->warm_until, memory_order_relaxed)) > 0 &&
         hak_release_purge_units(ss, HAK_UNITS_ALL))
       warm = 0;
     if (best < 0 || warm > most) {
@@ -86,12 +87,23 @@ hak_superslab_t *hak_shared_pool_pop(void) {
   return NULL;
 }
 
-/* Pool the empty SuperSlab ss, which no sweep is decommitting. */
-void hak_shared_pool_push(hak_superslab_t *ss) {
+/* Does the pool keep the pages of a SuperSlab of the arena pushed now
+ * (the purger runs, to decommit them at their deadline), and has it a
+ * slot free for it (else it would unmap it)? */
+bool hak_shared_pool_keeps_pages(void) {
+  return atomic_load_explicit(&hak_purger_state, memory_order_relaxed) == PURGER_RUNNING &&
+         atomic_load_explicit(&pooled, memory_order_relaxed) < (int)hak_opt(hak_option_shared_pool_slots);
+}
+
+/* Pool the empty SuperSlab ss, which no sweep is decommitting: its pages
+ * stay resident for WARM_MS if its thread leaves its heap (leaving), else
+ * for the purge delay, as they would have in the heap. */
+void hak_shared_pool_push(hak_superslab_t *ss, bool leaving) {
   ss->owner = NULL;
   if (hak_in_arena((uintptr_t)ss) && atomic_load_explicit(&hak_purger_state, memory_order_relaxed) == PURGER_RUNNING) {
     if (atomic_load_explicit(&pooled, memory_order_relaxed)) pool_scan();
-    atomic_store_explicit(&ss->pooled_at, (uint32_t)hak_os_now_ms(), memory_order_relaxed);
+    uint64_t warm = leaving ? WARM_MS : hak_release_delay();
+    atomic_store_explicit(&ss->warm_until, (uint32_t)(hak_os_now_ms() + warm), memory_order_relaxed);
     hak_release_schedule_pooled(ss);
   } else {
     close_dirty(ss);

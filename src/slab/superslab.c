@@ -95,13 +95,14 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   return ss_adopt(h, ss);
 }
 
-/* Unlink an empty SuperSlab from its heap and hand it to the shared pool;
- * false (it stays) while a sweep is decommitting some of its units. */
-bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss) {
+/* Unlink an empty SuperSlab from its heap and hand it to the shared pool
+ * (leaving: its thread exits, hak_shared_pool_push); false (it stays)
+ * while a sweep is decommitting some of its units. */
+bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss, bool leaving) {
   if (HAK_PURGING(atomic_load(&ss->dirty))) return false;
   ss_list_remove(&h->superslabs, ss);
   h->empty_superslabs--;
-  hak_shared_pool_push(ss);
+  hak_shared_pool_push(ss, leaving);
   return true;
 }
 
