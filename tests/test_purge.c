@@ -38,8 +38,9 @@ static void *second_thread(void *arg) {   /* a second thread with a heap, alive 
 static bool purger_running(void) { return atomic_load(&hak_purger_state) == PURGER_RUNNING; }
 
 static void empty_superslab(bool pooled) {
-  long keep = hak_option_get(hak_option_keep_empty_superslabs);
+  long keep = hak_option_get(hak_option_keep_empty_superslabs), delay = hak_option_get(hak_option_purge_delay_ms);
   hak_option_set(hak_option_keep_empty_superslabs, 0);
+  hak_option_set(hak_option_purge_delay_ms, 2000);   /* no sweep between the steps below on a slow machine */
   hak_trim();
   hak_heap_t *h = hak_heap_get();
   empty_fill(1);
@@ -48,6 +49,7 @@ static void empty_superslab(bool pooled) {
   if (getenv("TEST_NO_ARENA")) {
     CHECK(ss->owner != h, "an empty SuperSlab outside the arena stayed with its heap");
     hak_option_set(hak_option_keep_empty_superslabs, keep);
+    hak_option_set(hak_option_purge_delay_ms, delay);
     return;
   }
   if (pooled)
@@ -84,6 +86,7 @@ static void empty_superslab(bool pooled) {
     CHECK(ss->owner != h, "an empty SuperSlab stayed with its heap after the purge delay");
   }
   hak_option_set(hak_option_keep_empty_superslabs, keep);
+  hak_option_set(hak_option_purge_delay_ms, delay);
 }
 
 /* First, in the only thread: the purger has not started. */
@@ -136,8 +139,9 @@ static void *giving_thread(void *arg) {
 static void test_pooled_shared(void) {
   CHECK(start_purger(), "the background purger did not start in a program of two threads");
   if (getenv("TEST_NO_ARENA")) return;   /* no warm pool outside the arena (test_empty_superslab) */
-  long keep = hak_option_get(hak_option_keep_empty_superslabs);
+  long keep = hak_option_get(hak_option_keep_empty_superslabs), delay = hak_option_get(hak_option_purge_delay_ms);
   hak_option_set(hak_option_keep_empty_superslabs, 0);
+  hak_option_set(hak_option_purge_delay_ms, 2000);   /* the pages stay while this thread fills its blocks */
   hak_trim();
   pthread_t t;
   pthread_create(&t, NULL, giving_thread, NULL);
@@ -161,6 +165,7 @@ static void test_pooled_shared(void) {
   CHECK(faults < EMPTY_N * EMPTY_SIZE / 4096 / 4, "%ld page faults filling %d KiB on SuperSlabs another thread emptied",
         faults, EMPTY_N * EMPTY_SIZE / 1024);
   hak_option_set(hak_option_keep_empty_superslabs, keep);
+  hak_option_set(hak_option_purge_delay_ms, delay);
 }
 
 static void test_release(void) {
