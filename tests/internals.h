@@ -32,6 +32,8 @@ static inline void run_unpurged(void *(*fn)(void *)) {
   hak_option_set(hak_option_purge_delay_ms, delay);
 }
 
+static inline bool purger_running(void) { return atomic_load(&hak_purger_state) == PURGER_RUNNING; }
+
 /* RUN_CASES, once hakmem is set up: its first call computes the size
  * classes, which the cases read directly. */
 static inline int run_internal_cases(const char *name, const test_case_t *cases, size_t n, int argc, char **argv) {

@@ -158,7 +158,7 @@ static void test_pooled_superslabs(void) {
   int pooled = 0;
   for (int i = 0; i < POOL_N; i++) pooled += hak_ss_of(pool_blocks[i])->owner == NULL;
   CHECK(pooled > POOL_N / 2, "only %d of %d blocks of an exited thread lie in pooled SuperSlabs", pooled, POOL_N);
-  bool warm = !getenv("TEST_NO_ARENA") && atomic_load(&hak_purger_state) == PURGER_RUNNING;
+  bool warm = !getenv("TEST_NO_ARENA") && purger_running();
   if (!warm) {
     CHECK(pool_dirty() == 0, "%d of an exited thread's blocks lie in pooled SuperSlabs that kept pages no sweep reaches",
           pool_dirty());

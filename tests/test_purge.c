@@ -1,6 +1,7 @@
 /* Memory going back to the OS after the purge delay: the resident set
  * after a free of 51 MB, after the delay and after a trim; an empty
- * SuperSlab stays with its heap, pages and all, for the delay, then goes. */
+ * SuperSlab keeps its pages for the delay, in the shared pool while the
+ * background purger runs, else with its heap. */
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -26,6 +27,25 @@ static void empty_free(hak_heap_t *h) {
   hak_cache_return(h, hak_class_of(EMPTY_SIZE));
 }
 
+/* The options the empty-SuperSlab cases run with: no empty SuperSlab kept
+ * by a heap, and a purge delay of 2 s, so that no sweep drops the pages
+ * they check between two steps on a slow machine. */
+typedef struct {
+  long keep, delay;
+} empty_options_t;
+
+static empty_options_t empty_options_set(void) {
+  empty_options_t was = {hak_option_get(hak_option_keep_empty_superslabs), hak_option_get(hak_option_purge_delay_ms)};
+  hak_option_set(hak_option_keep_empty_superslabs, 0);
+  hak_option_set(hak_option_purge_delay_ms, 2000);
+  return was;
+}
+
+static void empty_options_restore(empty_options_t was) {
+  hak_option_set(hak_option_keep_empty_superslabs, was.keep);
+  hak_option_set(hak_option_purge_delay_ms, was.delay);
+}
+
 static pthread_barrier_t second_alive, second_done;
 
 static void *second_thread(void *arg) {   /* a second thread with a heap, alive until told */
@@ -35,12 +55,8 @@ static void *second_thread(void *arg) {   /* a second thread with a heap, alive 
   return arg;
 }
 
-static bool purger_running(void) { return atomic_load(&hak_purger_state) == PURGER_RUNNING; }
-
 static void empty_superslab(bool pooled) {
-  long keep = hak_option_get(hak_option_keep_empty_superslabs), delay = hak_option_get(hak_option_purge_delay_ms);
-  hak_option_set(hak_option_keep_empty_superslabs, 0);
-  hak_option_set(hak_option_purge_delay_ms, 2000);   /* no sweep between the steps below on a slow machine */
+  empty_options_t was = empty_options_set();
   hak_trim();
   hak_heap_t *h = hak_heap_get();
   empty_fill(1);
@@ -48,8 +64,7 @@ static void empty_superslab(bool pooled) {
   empty_free(h);
   if (getenv("TEST_NO_ARENA")) {
     CHECK(ss->owner != h, "an empty SuperSlab outside the arena stayed with its heap");
-    hak_option_set(hak_option_keep_empty_superslabs, keep);
-    hak_option_set(hak_option_purge_delay_ms, delay);
+    empty_options_restore(was);
     return;
   }
   if (pooled)
@@ -85,8 +100,7 @@ static void empty_superslab(bool pooled) {
     }
     CHECK(ss->owner != h, "an empty SuperSlab stayed with its heap after the purge delay");
   }
-  hak_option_set(hak_option_keep_empty_superslabs, keep);
-  hak_option_set(hak_option_purge_delay_ms, delay);
+  empty_options_restore(was);
 }
 
 /* First, in the only thread: the purger has not started. */
@@ -139,9 +153,7 @@ static void *giving_thread(void *arg) {
 static void test_pooled_shared(void) {
   CHECK(start_purger(), "the background purger did not start in a program of two threads");
   if (getenv("TEST_NO_ARENA")) return;   /* no warm pool outside the arena (test_empty_superslab) */
-  long keep = hak_option_get(hak_option_keep_empty_superslabs), delay = hak_option_get(hak_option_purge_delay_ms);
-  hak_option_set(hak_option_keep_empty_superslabs, 0);
-  hak_option_set(hak_option_purge_delay_ms, 2000);   /* the pages stay while this thread fills its blocks */
+  empty_options_t was = empty_options_set();
   hak_trim();
   pthread_t t;
   pthread_create(&t, NULL, giving_thread, NULL);
@@ -164,8 +176,7 @@ static void test_pooled_shared(void) {
   CHECK(taken > EMPTY_N / 2, "only %d of %d blocks lie in the SuperSlabs another running thread emptied", taken, EMPTY_N);
   CHECK(faults < EMPTY_N * EMPTY_SIZE / 4096 / 4, "%ld page faults filling %d KiB on SuperSlabs another thread emptied",
         faults, EMPTY_N * EMPTY_SIZE / 1024);
-  hak_option_set(hak_option_keep_empty_superslabs, keep);
-  hak_option_set(hak_option_purge_delay_ms, delay);
+  empty_options_restore(was);
 }
 
 static void test_release(void) {

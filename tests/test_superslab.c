@@ -241,6 +241,15 @@ static size_t new_tiny_size(hak_heap_t *h, const free_unit_t *dirty, unsigned n,
   return 0;
 }
 
+/* Pages of the unit at `unit` from page `first` to its end that are resident. */
+static unsigned resident_from(const char *unit, unsigned first) {
+  unsigned char in[HAK_UNIT_SIZE / HAK_PAGE_BYTES];
+  CHECK(mincore((void *)unit, HAK_UNIT_SIZE, in) == 0, "mincore: %s", strerror(errno));
+  unsigned resident = 0;
+  for (unsigned i = first; i < HAK_UNIT_SIZE / HAK_PAGE_BYTES; i++) resident += in[i] & 1;
+  return resident;
+}
+
 static void *resident_thread(void *arg) {
   hak_heap_t *h = hak_heap_get();
   hak_heap_release_all(h, true);   /* no free unit of an earlier thread holds pages */
@@ -291,11 +300,8 @@ static void *resident_thread(void *arg) {
     if (dirty[i].ss == ss && dirty[i].unit == u) got = dirty[i].touched;
   CHECK(got == most, "the next thread's new class went to a unit with %u pages touched, one had %u", got, most);
   size_t need = (u == 0 ? HAK_SS_HEADER : 0) + (size_t)hak_refill_first(cls) * hak_class_size[cls];
-  unsigned keep = (unsigned)((need + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES), resident = 0;
-  unsigned char in[HAK_UNIT_SIZE / HAK_PAGE_BYTES];
-  char *unit = (char *)ss + ((uintptr_t)u << HAK_UNIT_SHIFT);
-  CHECK(mincore(unit, HAK_UNIT_SIZE, in) == 0, "mincore: %s", strerror(errno));
-  for (unsigned i = keep; i < HAK_UNIT_SIZE / HAK_PAGE_BYTES; i++) resident += in[i] & 1;
+  unsigned keep = (unsigned)((need + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES);
+  unsigned resident = resident_from((char *)ss + ((uintptr_t)u << HAK_UNIT_SHIFT), keep);
   CHECK(resident == 0, "a new class's slab (first refill: %u pages) left %u more pages of its unit resident", keep,
         resident);
   CHECK(ss->touched[u] <= keep, "its unit counts %u pages touched, the refill %u", ss->touched[u], keep);
@@ -330,10 +336,7 @@ static void *untouched_thread(void *arg) {
   CHECK(s->carved > 3, "the refills carved %u blocks, none beyond the three handed out", (unsigned)s->carved);
   for (int i = 0; i < 3; i++) free(p[i]);
   hak_heap_release_all(h, false);   /* the slab empty, its unit free and still resident */
-  unsigned char in[HAK_UNIT_SIZE / HAK_PAGE_BYTES];
-  CHECK(mincore(unit, HAK_UNIT_SIZE, in) == 0, "mincore: %s", strerror(errno));
-  unsigned first = (unsigned)((end - unit + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES), resident = 0;
-  for (unsigned i = first; i < HAK_UNIT_SIZE / HAK_PAGE_BYTES; i++) resident += in[i] & 1;
+  unsigned first = (unsigned)((end - unit + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES), resident = resident_from(unit, first);
   CHECK(resident == 0, "%u pages past the blocks handed out (%u pages) became resident when they went back",
         resident, first);
   return arg;

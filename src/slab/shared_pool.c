@@ -87,12 +87,16 @@ hak_superslab_t *hak_shared_pool_pop(void) {
   return NULL;
 }
 
-/* Does the pool keep the pages of a SuperSlab of the arena pushed now
- * (the purger runs, to decommit them at their deadline), and has it a
- * slot free for it (else it would unmap it)? */
+/* Pooled SuperSlabs of the arena keep their pages while the purger runs:
+ * its sweeps decommit them at their deadline. */
+static bool purger_sweeps(void) {
+  return atomic_load_explicit(&hak_purger_state, memory_order_relaxed) == PURGER_RUNNING;
+}
+
+/* Does the pool keep the pages of a SuperSlab of the arena pushed now, and
+ * has it a slot free for it (else it would unmap it)? */
 bool hak_shared_pool_keeps_pages(void) {
-  return atomic_load_explicit(&hak_purger_state, memory_order_relaxed) == PURGER_RUNNING &&
-         atomic_load_explicit(&pooled, memory_order_relaxed) < (int)hak_opt(hak_option_shared_pool_slots);
+  return purger_sweeps() && atomic_load_explicit(&pooled, memory_order_relaxed) < (int)hak_opt(hak_option_shared_pool_slots);
 }
 
 /* Pool the empty SuperSlab ss, which no sweep is decommitting: its pages
@@ -100,7 +104,7 @@ bool hak_shared_pool_keeps_pages(void) {
  * for the purge delay, as they would have in the heap. */
 void hak_shared_pool_push(hak_superslab_t *ss, bool leaving) {
   ss->owner = NULL;
-  if (hak_in_arena((uintptr_t)ss) && atomic_load_explicit(&hak_purger_state, memory_order_relaxed) == PURGER_RUNNING) {
+  if (hak_in_arena((uintptr_t)ss) && purger_sweeps()) {
     if (atomic_load_explicit(&pooled, memory_order_relaxed)) pool_scan();
     uint64_t warm = leaving ? WARM_MS : hak_release_delay();
     atomic_store_explicit(&ss->warm_until, (uint32_t)(hak_os_now_ms() + warm), memory_order_relaxed);
