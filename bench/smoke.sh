@@ -91,5 +91,20 @@ for c in "${extra_cases[@]}"; do
   run_case $c
 done
 
+# the soak's samples name where hakmem's memory is: ten fields a line, the
+# slabs in use never empty while its workers hold blocks
+csv="$out.csv"
+if LD_PRELOAD="$LIB" timeout 20 "$BIN/soak" 2 2 100 "$csv" >"$out" 2>&1 &&
+  awk -F, 'NR == 1 { ok = $5 == "slab_kib" && NF == 10; next }
+           NF != 10 || $5 <= 0 || $4 < 0 { ok = 0 } END { exit !(ok && NR > 10) }' "$csv"; then
+  echo "PASS bench:soak_samples"
+  passed=$((passed + 1))
+else
+  echo "FAIL bench:soak_samples: LD_PRELOAD=$LIB $BIN/soak 2 2 100 $csv"
+  head -3 "$csv" 2>/dev/null | sed 's/^/    /'
+  failed=$((failed + 1))
+fi
+rm -f "$csv"
+
 echo "RESULT bench $passed $failed"
 [ $failed -eq 0 ]

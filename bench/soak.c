@@ -12,7 +12,11 @@
  * the interval, the resident set and, under hakmem, the allocator's system
  * calls so far (mmap, munmap, madvise, mremap and the background purger's
  * sleeps, from hak_stats_get); with CSV it writes the samples there
- * (t_s,ops_per_s,rss_kib,syscalls). One malloc and one free in 256 is timed
+ * (t_s,ops_per_s,rss_kib,syscalls, and under hakmem where its memory is:
+ * slab_kib, the tiny and mid slabs in use; large_kib, large blocks in use;
+ * free_units_kib, free slab units not given back yet; bigcache_kib; and
+ * the adaptive controller's purge_delay_ms and bigcache_budget_kib, so a
+ * drift can be traced to its part). One malloc and one free in 256 is timed
  * (clock_gettime, its own ~20 ns included) into a histogram.
  *
  * The result line, with the first 10% of the samples taken as warm-up:
@@ -144,19 +148,29 @@ static void *worker_main(void *arg) {
 
 static void (*stats_get)(struct hak_stats *);
 
-static long long syscalls(void) {
-  if (!stats_get) return -1;
-  static struct hak_stats st;
-  stats_get(&st);
-  return (long long)(st.os_maps + st.os_unmaps + st.os_decommits + st.os_remaps + st.purger_passes);
-}
-
 struct sample {
   double t, ops_per_s;
   long rss;
   long long sys;
   uint64_t ops;
 };
+
+/* The allocator's system calls so far (-1 outside hakmem); with out, the
+ * rest of the CSV line: those calls and where hakmem's memory is now. */
+static long long sample_stats(FILE *out) {
+  if (!stats_get) {
+    if (out) fprintf(out, ",-1\n");
+    return -1;
+  }
+  static struct hak_stats st;
+  stats_get(&st);
+  long long sys = (long long)(st.os_maps + st.os_unmaps + st.os_decommits + st.os_remaps + st.purger_passes);
+  if (out)
+    fprintf(out, ",%lld,%llu,%llu,%llu,%llu,%llu,%llu\n", sys, (st.tiny.committed + st.mid.committed) >> 10,
+            st.large.committed >> 10, st.dirty_bytes >> 10, st.bigcache_bytes >> 10,
+            st.knobs[hak_knob_purge_delay_ms].value, st.knobs[hak_knob_bigcache_budget].value >> 10);
+  return sys;
+}
 
 static double percentile(const uint64_t *h, double q) {
   uint64_t total = 0;
@@ -184,7 +198,9 @@ int main(int argc, char **argv) {
   stats_get = (void (*)(struct hak_stats *))dlsym(RTLD_DEFAULT, "hak_stats_get");
   FILE *out = csv ? fopen(csv, "w") : NULL;
   if (csv && !out) bench_die(2, NAME ": cannot write %s", csv);
-  if (out) fprintf(out, "t_s,ops_per_s,rss_kib,syscalls\n");
+  if (out)
+    fprintf(out, "t_s,ops_per_s,rss_kib,syscalls%s\n",
+            stats_get ? ",slab_kib,large_kib,free_units_kib,bigcache_kib,purge_delay_ms,bigcache_budget_kib" : "");
 
   int n = (int)(seconds * 1000 / sample_ms);
   if (n > MAX_SAMPLES) n = MAX_SAMPLES;
@@ -208,8 +224,9 @@ int main(int argc, char **argv) {
     }
     double t = bench_now();
     uint64_t ops = atomic_load(&ops_total);
-    s[i] = (struct sample){t - start, (double)(ops - last_ops) / (t - last), bench_rss_kib(), syscalls(), ops};
-    if (out) fprintf(out, "%.3f,%.0f,%ld,%lld\n", s[i].t, s[i].ops_per_s, s[i].rss, s[i].sys);
+    s[i] = (struct sample){t - start, (double)(ops - last_ops) / (t - last), bench_rss_kib(), 0, ops};
+    if (out) fprintf(out, "%.3f,%.0f,%ld", s[i].t, s[i].ops_per_s, s[i].rss);
+    s[i].sys = sample_stats(out);
     last = t;
     last_ops = ops;
   }

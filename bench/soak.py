@@ -46,7 +46,7 @@ def read_csv(path):
     with open(path) as f:
         next(f)
         for line in f:
-            t, ops, rss, sys_ = line.strip().split(",")
+            t, ops, rss, sys_ = line.strip().split(",")[:4]
             rows.append((float(t), float(ops), int(rss), int(sys_)))
     return rows
 
