@@ -150,6 +150,7 @@ void        hak_options_print(hak_write_fn *write, void *arg);
   X(os_unmap_bytes, "bytes unmapped")                                      \
   X(os_decommits, "madvise calls giving pages back (MADV_DONTNEED)")       \
   X(os_decommit_bytes, "bytes returned with madvise")                      \
+  X(slab_page_bytes, "of those, pages free blocks covered in slabs in use") \
   X(os_remaps, "mremap calls")                                             \
   X(purger_passes, "sweeps of the background purger")                     \
   X(cache_drains, "caches of other threads' heaps taken back (idle, trim)")  \

@@ -72,6 +72,13 @@ HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) {
   return hak_block_index(s, a) < limit;
 }
 
+/* The slow paths' block check: a block free accepts, or one not absent of
+ * a slab with absent blocks, whose limits are 0 while it has them
+ * (slab_list.c, "Pages of slabs in use"). */
+HAK_INLINE bool hak_is_slab_block(hak_slab_t *s, uintptr_t a) {
+  return hak_is_block(s, a) || hak_slab_holed_block(s, a) == HAK_BLOCK_PRESENT;
+}
+
 /* The calling thread's identity as the user of a heap (heap.c): its thread
  * pointer, nonzero and unique among live threads, read in one instruction
  * on x86-64 where the heap pointer takes two (TLS through the GOT). */

@@ -92,17 +92,11 @@ HAK_INLINE void *hak_malloc_fast_with(bool counted, size_t size, void *(*slow)(s
 HAK_INLINE void *hak_malloc_fast_of(bool counted, size_t size) { return hak_malloc_fast_with(counted, size, hak_malloc_slow); }
 HAK_INLINE void *hak_malloc_fast(size_t size) { return hak_malloc_fast_of(false, size); }
 
-/* free of a block of a SuperSlab whose unit descriptor is s: block and
- * double-free check, owner compare (the thread using the owning heap,
- * heap.c), push on the cache the descriptor names (a plain store on x86;
- * a full or drained cache goes slow). refused takes p if it is no block
- * of s. */
-HAK_INLINE void hak_free_block(void *p, hak_slab_t *s, void (*refused)(const void *)) {
-  uintptr_t a = (uintptr_t)p;
-  if (HAK_UNLIKELY(!hak_is_block(s, a))) {
-    refused(p);
-    return;
-  }
+/* free of p, a block of the slab whose unit descriptor is s: double-free
+ * check, owner compare (the thread using the owning heap, heap.c), push on
+ * the cache the descriptor names (a plain store on x86; a full or drained
+ * cache goes slow). */
+HAK_INLINE void hak_free_checked(void *p, hak_slab_t *s) {
   uintptr_t *w = (uintptr_t *)p;
   uintptr_t mark = hak_free_mark(s);
   if (HAK_UNLIKELY(w[1] == mark)) {
@@ -125,6 +119,16 @@ HAK_INLINE void hak_free_block(void *p, hak_slab_t *s, void (*refused)(const voi
 #if HAK_STAT >= 2
   c->frees++;
 #endif
+}
+
+/* free of a block of a SuperSlab whose unit descriptor is s: the block
+ * check, then hak_free_checked. refused takes p if it is no block of s. */
+HAK_INLINE void hak_free_block(void *p, hak_slab_t *s, void (*refused)(const void *)) {
+  if (HAK_UNLIKELY(!hak_is_block(s, (uintptr_t)p))) {
+    refused(p);
+    return;
+  }
+  hak_free_checked(p, s);
 }
 
 /* free: the unit descriptor from the arena's table, then hak_free_block.

@@ -137,8 +137,18 @@ void hak_heap_leave(hak_heap_t *h, bool entered);
 /* ---- slab_list.c: a heap's warm pool and full lists, and a slab's free list; owner only */
 void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s);
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s);
+hak_slab_t *hak_slab_list_next(hak_slab_t *s);
 void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n);   /* free blocks of h's slabs */
 void hak_slab_put_container(hak_heap_t *h, unsigned cls, void **c, uint32_t k);
+/* Pages of slabs in use (slab_list.c): the mid classes' slabs give back
+ * pages their free blocks cover; the blocks on them are absent. */
+HAK_INLINE bool hak_class_gives_pages(unsigned cls) { return cls >= HAK_TINY_CLASSES && cls < HAK_CACHED_CLASSES; }
+uint64_t hak_slab_give_back(hak_slab_t *s, uint64_t now, bool all);   /* bytes decommitted */
+uint32_t hak_slab_take_absent(hak_slab_t *s, void **out, uint32_t want);
+uint64_t hak_slab_page_bytes(void);   /* bytes slabs in use gave back so far (statistics) */
+enum { HAK_NOT_HOLED, HAK_BLOCK_ABSENT, HAK_BLOCK_PRESENT };
+/* What a, which unit's limit refused, is in a slab with absent blocks. */
+int hak_slab_holed_block(const hak_slab_t *unit, uintptr_t a);
 
 /* ---- inbox.c: the remote frees other threads send a heap */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache);
@@ -187,6 +197,7 @@ void hak_release_schedule_pooled(hak_superslab_t *ss);   /* a deadline for a poo
 /* ---- release.c: giving memory back to the OS */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss);
 void hak_release_tick(hak_heap_t *h);
+uint64_t hak_release_look(hak_heap_t *h, uint64_t now, bool all);   /* slabs' pages wholly free go back */
 void hak_release_grown(hak_heap_t *h, size_t bytes);   /* a new slab of bytes: its heap sweeps sooner */
 typedef enum { HAK_PURGE_DUE, HAK_PURGE_LEAVE, HAK_PURGE_ALL } hak_purge_t;
 int  hak_release_purge(hak_heap_t *h, hak_purge_t how);
@@ -194,6 +205,7 @@ void hak_release_abandoned_due(uint64_t when);
 void hak_release_abandoned_since(uint64_t now);   /* due a purge delay after now */
 uint64_t hak_release_abandoned(uint64_t now);
 void     hak_release_retaken(uint64_t purged_at);
+uint64_t hak_release_window(void);   /* ms after a decommit within which taking the memory back is too soon */
 uint64_t hak_release_delay(void);   /* the purge delay now, ms */
 uint64_t hak_release_sweep_all(bool force, int *released);
 void     hak_release_forget_sweeps(void);   /* in a forked child */
@@ -294,9 +306,10 @@ void hak_free_remote(void *p, hak_slab_t *s);
 void hak_remote_flush_all(hak_heap_t *h);
 bool hak_remote_batch_drain(hak_heap_t *h, unsigned cls, hak_ucache_t *owner);   /* drain.c */
 _Noreturn void hak_fatal_block(const char *fn, const char *freed, const void *p);
-/* The same for free's fast path; declared returning so that the calls are
- * tail jumps and free needs no stack frame. */
-void hak_free_invalid(const void *p);
+/* What free's block check refused in a SuperSlab: a block of a slab with
+ * absent blocks is freed, anything else reported as hak_fatal_block does
+ * (free.c). */
+void hak_free_refused(const void *p);
 /* Secure build: a free block whose words are not as hakmem left them. */
 _Noreturn void hak_fatal_corrupt(const char *fn, const void *p);
 void hak_free_double(const void *p);

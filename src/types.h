@@ -185,6 +185,11 @@ typedef struct hak_slab_s {
   uint8_t  in_full;        /* 1: on the heap's full list, 0: on the warm list */
   uint8_t  zero;           /* 1: its units were untouched when taken (head only): a span
                               class's block, handed out once, is zero but for malloc's two words */
+  uint8_t  absent;         /* free blocks whose pages went back to the OS (head only, mid
+                              classes; the SuperSlab's absent map names them): while there are
+                              any, every unit's limit is 0 (slab_list.c, "Pages of slabs in use") */
+  uint16_t free_low;       /* fewest blocks its free list held since its class's last look for
+                              pages to give back (head only): the oldest that many stayed free */
 } hak_slab_t;
 
 /* A slab's links in the warm-pool or full list of its heap (head only). */
@@ -227,6 +232,12 @@ typedef struct hak_superslab_s {
   hak_slab_link_t links[HAK_UNITS];  /* of the slab beginning at each unit */
   uint8_t taken_gen[HAK_UNITS];    /* the owner's thread generation (gen) when a slab last began
                                       at each unit (owner only) */
+  _Atomic uint64_t absent[HAK_UNITS];   /* of the slab beginning at each unit: bit per block whose pages
+                                      went back to the OS while the slab is in use (written by the owner,
+                                      read by any free of the slab's blocks) */
+  uint32_t absent_at[HAK_UNITS];   /* ms (low 32 bits) when the slab last gave pages back, or until
+                                      when it gives none (its absent blocks were taken back soon after:
+                                      a hold), 0: neither (owner only) */
 } hak_superslab_t;
 #define HAK_DIRTY(w)    ((uint32_t)(w))
 #define HAK_PURGING(w)  ((uint32_t)((w) >> 32))
@@ -323,6 +334,11 @@ typedef struct hak_heap_s {
   uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free */
   uint8_t      gen;                    /* threads that used the heap, mod 256 (superslab.c's find_span) */
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
+  uint64_t     looks_at;               /* when its mid classes' slabs are next looked at for pages
+                                          wholly free (release.c), 0: none pending */
+  uint64_t     blocks_back[(HAK_CLASSES + 63) / 64];   /* bit per class whose slabs got blocks back
+                                          since the last look, */
+  uint64_t     look_again[(HAK_CLASSES + 63) / 64];    /* and per class those had at the last look */
   uint32_t     ticks;                  /* slow-path visits (and new slab bytes) since the last sweep (release.c) */
   _Atomic uintptr_t slow;              /* hak_thread_id of the thread in the heap's slow paths, 0: none (heap.c) */
   _Atomic uint32_t visits;             /* the heap's slow paths entered, written by that thread */

@@ -175,6 +175,48 @@ static void double_free_purged_mid(void) {
   T_free(opaque(p));
 }
 
+/* Two blocks of 4 KiB next to each other in a fully carved slab, freed
+ * and their pages given back by a trim while other blocks of the slab stay
+ * in use (slab_list.c, "Pages of slabs in use"): absent, their free marks
+ * gone with their pages. run[0] is the first, run[1] a block of the slab
+ * in use; NULL if none such. */
+static char **holed_slab(void) {
+  enum { N = 64, SIZE = 4096 };
+  static char *b[N], *run[2];
+  for (int i = 0; i < N; i++) b[i] = T_malloc(SIZE);
+  for (int i = 0; i < N; i++) {
+    hak_slab_t *u = hak_unit_of(hak_ss_of(b[i]), (uintptr_t)b[i]), *s = u - u->head_delta;
+    int next = -1, other = -1;
+    for (int k = 0; k < N; k++) {
+      if (b[k] == b[i] + SIZE) next = k;
+      else if (k != i && hak_ss_of(b[k]) == hak_ss_of(b[i]) && hak_unit_of(hak_ss_of(b[k]), (uintptr_t)b[k]) == u) other = k;
+    }
+    if (s->carved < s->capacity || next < 0 || other < 0) continue;
+    run[0] = b[i];
+    run[1] = b[other];
+    T_free(opaque(b[i]));
+    T_free(opaque(b[next]));
+    T_trim();
+    return hak_slab_holed_block(u, (uintptr_t)run[0]) == HAK_BLOCK_ABSENT ? run : NULL;
+  }
+  return NULL;
+}
+
+static void double_free_absent(void) {
+  char **run = holed_slab();
+  if (!run) _exit(4);
+  report(run[0]);
+  T_free(opaque(run[0]));
+}
+
+static void double_free_holed(void) {
+  char **run = holed_slab();
+  if (!run) _exit(4);
+  T_free(run[1]);
+  report(run[1]);
+  T_free(opaque(run[1]));
+}
+
 static void realloc_freed_purged(void) {
   void *p = freed_and_purged(176);
   report(p);
@@ -356,6 +398,8 @@ static const struct invalid_case cases[] = {
     {"double free of a tiny block after its slab was purged", DOUBLE_FREE, double_free_purged_tiny},
     {"double free of a mid block after its slab was purged", DOUBLE_FREE, double_free_purged_mid},
     {"realloc of a freed block after its slab was purged", FREED_REALLOC, realloc_freed_purged},
+    {"double free of a block whose page went back, its slab in use", DOUBLE_FREE, double_free_absent},
+    {"double free of a block of a slab that gave pages back", DOUBLE_FREE, double_free_holed},
     {"double free after 4000 blocks of its size and a trim", DOUBLE_FREE, double_free_trimmed_alone},
     {"double free after 4000 blocks of its size, a sleep and a trim, two threads", DOUBLE_FREE,
      double_free_trimmed_threads},

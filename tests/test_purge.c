@@ -3,6 +3,9 @@
  * SuperSlab keeps its pages for the delay, in the shared pool while the
  * background purger runs, else with its heap. */
 #include <pthread.h>
+#include <errno.h>
+#include <malloc.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -207,11 +210,111 @@ static void test_release(void) {
   CHECK(after_trim - before < 2048, "RSS after malloc_trim is %ld KiB above the start", after_trim - before);
 }
 
+/* Pages of slabs in use (slab_list.c): a slab of 4 KiB blocks whose free
+ * blocks cover whole pages gives those back while its other blocks stay
+ * in use, at the second look after the frees; its blocks in use keep their
+ * contents and are measured, reallocated and freed as before, from this
+ * thread and another; the blocks whose pages went come back once its free
+ * list is used up, with the slab's limits, and the slab then keeps its
+ * pages for a while. A trim gives such pages back at once. */
+enum { PAGES_N = 64, PAGES_SIZE = 4096, PAGES_RUN = 8 };
+static char *pages_blocks[PAGES_N];
+
+static hak_slab_t *slab_head(const void *p) {
+  hak_slab_t *u = hak_unit_of(hak_ss_of(p), (uintptr_t)p);
+  return u - u->head_delta;
+}
+
+static bool page_resident(const void *p) {
+  unsigned char in = 0;
+  CHECK(mincore((void *)((uintptr_t)p & ~(uintptr_t)4095), 4096, &in) == 0, "mincore: %s", strerror(errno));
+  return in & 1;
+}
+
+static void *pages_freer(void *p) {
+  free(p);
+  return NULL;
+}
+
+/* The first of PAGES_RUN blocks in a row of pages_blocks, one after the
+ * other in a fully carved slab; -1 if none. */
+static int pages_run(void) {
+  for (int i = 0; i + PAGES_RUN <= PAGES_N; i++) {
+    hak_slab_t *s = slab_head(pages_blocks[i]);
+    bool ok = s->carved == s->capacity;
+    for (int k = 1; k < PAGES_RUN && ok; k++)
+      ok = pages_blocks[i + k] == pages_blocks[i] + k * PAGES_SIZE && slab_head(pages_blocks[i + k]) == s;
+    if (ok) return i;
+  }
+  return -1;
+}
+
+static void test_slab_pages(void) {
+  long delay = hak_option_get(hak_option_purge_delay_ms);
+  hak_option_set(hak_option_purge_delay_ms, 60000);   /* no look but the ones here */
+  hak_trim();
+  hak_heap_t *h = hak_tls_heap;
+  unsigned cls = hak_class_of(PAGES_SIZE);
+  for (int i = 0; i < PAGES_N; i++) pattern_fill((unsigned char *)(pages_blocks[i] = malloc(PAGES_SIZE)), PAGES_SIZE, (uint64_t)i, 0);
+  int at = pages_run();
+  CHECK(at >= 0, "no %d blocks of %d B in a row in one fully carved slab", PAGES_RUN, PAGES_SIZE);
+  if (at < 0) return;
+  char **run = pages_blocks + at;
+  hak_slab_t *s = slab_head(run[0]);
+  for (int k = 2; k < 6; k++) free(run[k]);
+  hak_cache_return(h, cls);
+  hak_release_look(h, hak_os_now_ms(), false);   /* one delay from now */
+  hak_release_look(h, h->looks_at, false);        /* the blocks free since: none */
+  CHECK(s->absent == 0 && page_resident(run[3]), "the first look after the frees gave pages back");
+  hak_release_look(h, h->looks_at, false);
+  CHECK(s->absent == 4, "the second look made %u blocks absent, not 4", s->absent);
+  for (int k = 2; k < 6; k++) CHECK(!page_resident(run[k]), "the page of freed block %d is resident", k);
+  for (int k = 0; k < PAGES_RUN; k++)
+    if (k < 2 || k >= 6)
+      CHECK(page_resident(run[k]) && pattern_ok((unsigned char *)run[k], PAGES_SIZE, (uint64_t)(at + k), 0),
+            "block %d in use lost its page or its contents", k);
+  CHECK(!hak_is_block(hak_unit_of(hak_ss_of(run[0]), (uintptr_t)run[0]), (uintptr_t)run[0]),
+        "the slab's frees still take the fast path");
+  CHECK(malloc_usable_size(run[1]) == PAGES_SIZE, "usable size %zu of a block in use", malloc_usable_size(run[1]));
+  char *moved = realloc(run[7], PAGES_SIZE / 2);
+  CHECK(moved && pattern_ok((unsigned char *)moved, PAGES_SIZE / 2, (uint64_t)(at + 7), 0), "realloc lost the contents");
+  run[7] = moved;
+  pthread_t t;
+  pthread_create(&t, NULL, pages_freer, run[1]);   /* a free from another thread */
+  pthread_join(t, NULL);
+  free(run[0]);
+  hak_cache_return(h, cls);
+  /* the free list first, then the absent blocks */
+  static char *again[PAGES_N];
+  int back = 0;
+  for (int i = 0; i < PAGES_N; i++) {
+    memset(again[i] = malloc(PAGES_SIZE), 7, PAGES_SIZE);
+    for (int k = 2; k < 6; k++) back += again[i] == run[k];
+  }
+  CHECK(back == 4, "%d of the 4 absent blocks were handed out again", back);
+  CHECK(s->absent == 0 && hak_is_block(hak_unit_of(hak_ss_of(run[6]), (uintptr_t)run[6]), (uintptr_t)run[6]),
+        "the slab's limits did not come back (%u absent)", s->absent);
+  for (int i = 0; i < PAGES_N; i++) free(again[i]);
+  /* taken back soon after they went: the slab holds its pages for a while */
+  hak_cache_return(h, cls);
+  hak_release_look(h, hak_os_now_ms(), false);
+  hak_release_look(h, h->looks_at, false);
+  hak_release_look(h, h->looks_at, false);
+  CHECK(s->absent == 0 && page_resident(run[3]), "a slab whose pages were taken back at once gave them back again");
+  /* a trim: at once */
+  hak_trim();
+  CHECK(!page_resident(run[3]), "a trim left the page of a free block of a slab in use resident");
+  for (int i = 0; i < PAGES_N; i++)
+    if (pages_blocks[i] != run[0] && pages_blocks[i] != run[1] && (i < at + 2 || i >= at + 6)) free(pages_blocks[i]);
+  hak_option_set(hak_option_purge_delay_ms, delay);
+}
+
 static const test_case_t cases[] = {
     {"empty_superslab", test_empty_superslab},
     {"pooled_superslab", test_pooled_superslab},
     {"pooled_shared", test_pooled_shared},
     {"release", test_release},
+    {"slab_pages", test_slab_pages},
 };
 
 int main(int argc, char **argv) { return RUN_INTERNAL_CASES("purge", cases, argc, argv); }

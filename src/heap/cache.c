@@ -31,7 +31,7 @@ static void slab_accept(hak_slab_t *s, uint32_t first, uint32_t end) {
 static void container_check(hak_slab_t *s, void **c, void *p, bool listed) {
   hak_superslab_t *ss = hak_slab_ss(s);
   uintptr_t a = (uintptr_t)p;
-  if (hak_ss_of(p) != ss || hak_slab_of(ss, a) != s || !hak_is_block(hak_unit_of(ss, a), a) ||
+  if (hak_ss_of(p) != ss || hak_slab_of(ss, a) != s || !hak_is_slab_block(hak_unit_of(ss, a), a) ||
       (listed && ((uintptr_t *)p)[1] != hak_free_mark_at(p)))
     hak_fatal_corrupt("malloc", c);
 }
@@ -65,6 +65,7 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
     if (HAK_SECURE) c[0] = (void *)hak_link_end(c);
     out[n++] = c;
   }
+  if (n < want && s->absent) n += hak_slab_take_absent(s, out + n, want - n);
   if (n < want && s->carved < s->capacity) {
     uint32_t k = (uint32_t)s->capacity - s->carved;
     if (k > want - n) k = want - n;
@@ -88,6 +89,8 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
     n += k;
   }
   s->used += n;
+  uint32_t left = (uint32_t)s->carved - s->used - s->absent;   /* on the free list */
+  if (left < s->free_low) s->free_low = (uint16_t)left;
   HAK_COUNT(h->counters[s->cls].used_blocks, n);
   HAK_COUNT(h->counters[s->cls].refill_blocks, n);
   return n;
@@ -111,7 +114,7 @@ static uint32_t slabs_take(hak_heap_t *h, unsigned cls, void **out, uint32_t wan
     hak_slab_t *s = h->warm[cls];
     if (!s && !(s = hak_slab_new(h, cls))) break;
     n += slab_take(h, s, out + n, want - n);
-    if (!s->free && s->carved == s->capacity) {
+    if (!s->free && !s->absent && s->carved == s->capacity) {
       hak_slab_list_remove(&h->warm[cls], s);
       s->in_full = 1;
       hak_slab_list_push(&h->full[cls], s);

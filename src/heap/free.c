@@ -19,11 +19,22 @@ static bool block_of_emptied_slab(uintptr_t a) {
 _Noreturn HAK_COLD void hak_fatal_block(const char *fn, const char *freed, const void *p) {
   uintptr_t a = (uintptr_t)p;
   hak_slab_t *u = hak_unit_of(hak_ss_of(p), a);
-  bool is_free = hak_is_block(u, a) ? ((const uintptr_t *)p)[1] == hak_free_mark(u) : block_of_emptied_slab(a);
+  int holed = hak_is_block(u, a) ? HAK_BLOCK_PRESENT : hak_slab_holed_block(u, a);
+  bool is_free = holed == HAK_BLOCK_PRESENT ? ((const uintptr_t *)p)[1] == hak_free_mark(u)
+                                            : holed == HAK_BLOCK_ABSENT || block_of_emptied_slab(a);
   hak_fatal_pointer(fn, is_free ? freed : "invalid pointer", p);
 }
 
-HAK_COLD void hak_free_invalid(const void *p) { hak_fatal_block("free", "double free of", p); }
+/* free of p, a SuperSlab address that its unit's limit refused: a block
+ * in use of a slab with absent blocks (slab_list.c, "Pages of slabs in
+ * use"), or of one whose absent blocks were all taken back since free read
+ * the limit, is freed; anything else stops the program. */
+HAK_NOINLINE void hak_free_refused(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  hak_slab_t *u = hak_unit_of(hak_ss_of(p), a);
+  if (hak_is_slab_block(u, a)) hak_free_checked((void *)p, u);
+  else hak_fatal_block("free", "double free of", p);
+}
 
 _Noreturn HAK_COLD void hak_fatal_corrupt(const char *fn, const void *p) {
   hak_fatal_pointer(fn, "corrupted free block (written after free, or overflowed into)", p);
@@ -35,7 +46,7 @@ HAK_NOINLINE void hak_free_slow(void *p) {
   if (!p) return;
   uint8_t kind = hak_registry_kind((uintptr_t)p);
   if (kind == HAK_REG_SUPERSLAB) {
-    hak_free_block(p, hak_unit_of(hak_ss_of(p), (uintptr_t)p), hak_free_invalid);
+    hak_free_block(p, hak_unit_of(hak_ss_of(p), (uintptr_t)p), hak_free_refused);
     return;
   }
   if (kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED) {
@@ -50,7 +61,7 @@ HAK_NOINLINE void hak_free_slow(void *p) {
  * SuperSlabs, else anything hak_free_slow sorts out (large blocks, the
  * arena's too). */
 HAK_NOINLINE void hak_free_other(const void *p) {
-  if (hak_in_arena((uintptr_t)p) && hak_registry_kind((uintptr_t)p) != HAK_REG_LARGE) hak_free_invalid(p);
+  if (hak_in_arena((uintptr_t)p) && hak_registry_kind((uintptr_t)p) != HAK_REG_LARGE) hak_free_refused(p);
   else hak_free_slow((void *)p);
 }
 
@@ -235,7 +246,7 @@ size_t hak_block_live_usable(const void *p, const char *fn) {
   uint8_t kind = hak_registry_kind(a);
   if (kind == HAK_REG_SUPERSLAB) {
     hak_slab_t *s = hak_unit_of(hak_ss_of(p), a);
-    return hak_is_block(s, a) && ((const uintptr_t *)p)[1] != hak_free_mark(s) ? hak_class_size[s->cls] : 0;
+    return hak_is_slab_block(s, a) && ((const uintptr_t *)p)[1] != hak_free_mark(s) ? hak_class_size[s->cls] : 0;
   }
   return kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED ? hak_large_usable(p, kind, fn) : 0;
 }

@@ -71,6 +71,7 @@ __attribute__((no_sanitize("thread"))) static void merge(struct hak_stats *st) {
   st->os_remaps = os.remaps;
   st->purger_passes = hak_purger_passes();
   hak_drain_stats(st);
+  st->slab_page_bytes = hak_slab_page_bytes();
   hak_ace_stats(st);
   char status[4096];
   if (hak_os_read_file("/proc/self/status", status, sizeof status) > 0) {
@@ -109,7 +110,8 @@ static void subtract_baseline(struct hak_stats *st) {
   }
 #define EVENT_(name) st->name -= b->name;
   EVENT_(bigcache_hits) EVENT_(bigcache_misses) EVENT_(os_maps) EVENT_(os_map_bytes) EVENT_(os_unmaps)
-  EVENT_(os_unmap_bytes) EVENT_(os_decommits) EVENT_(os_decommit_bytes) EVENT_(os_remaps) EVENT_(purger_passes)
+  EVENT_(os_unmap_bytes) EVENT_(os_decommits) EVENT_(os_decommit_bytes) EVENT_(slab_page_bytes) EVENT_(os_remaps)
+  EVENT_(purger_passes)
   EVENT_(cache_drains) EVENT_(drained_blocks) EVENT_(drained_batches)
   EVENT_(allocs) EVENT_(frees) EVENT_(ace_periods)
   for (unsigned i = 0; i < hak_knob_count; i++) {

@@ -119,7 +119,9 @@ static void print_text(hak_out_t *o, const struct hak_stats *st) {
   hak_out_u64(o, st->os_decommits);
   hak_out_str(o, " (");
   put_mib(o, st->os_decommit_bytes);
-  hak_out_str(o, " returned), mremap ");
+  hak_out_str(o, " returned, ");
+  put_mib(o, st->slab_page_bytes);
+  hak_out_str(o, " of it from slabs in use), mremap ");
   hak_out_u64(o, st->os_remaps);
   hak_out_str(o, ", purger ");
   hak_out_u64(o, st->purger_passes);

@@ -47,8 +47,10 @@ uint64_t hak_release_delay(void) { return (uint64_t)hak_ace_value(hak_knob_purge
  * value). */
 void hak_release_abandoned_since(uint64_t now) { hak_release_abandoned_due(now + hak_release_delay()); }
 
+uint64_t hak_release_window(void) { return RETAKEN_WINDOW * hak_release_delay(); }
+
 void hak_release_retaken(uint64_t purged_at) {
-  if (hak_os_now_ms() - purged_at <= RETAKEN_WINDOW * hak_release_delay()) hak_ace_sign(HAK_ACE_RETAKEN, 1);
+  if (hak_os_now_ms() - purged_at <= hak_release_window()) hak_ace_sign(HAK_ACE_RETAKEN, 1);
 }
 
 /* Deadlines come every half delay; a unit goes at the second one it sees
@@ -171,7 +173,43 @@ int hak_release_purge(hak_heap_t *h, hak_purge_t how) {
     ss = following;
   }
   h->purge_at = next;
+  if (force && hak_release_look(h, now, true)) released = 1;
   return released;
+}
+
+/* Pages of slabs in use (slab_list.c): a purge delay after a mid class's
+ * slabs got blocks back, and once more after that (the blocks free since the
+ * first look are the old ones at the second), the heap looks at the class's
+ * slabs with free blocks: those free since the last look give back the pages
+ * they cover; with all, every mid class's slabs give back the pages of all
+ * their free blocks now (malloc_trim). Owner only, or the holder of the
+ * heap's token. Returns the bytes given back. */
+uint64_t hak_release_look(hak_heap_t *h, uint64_t now, bool all) {
+  enum { WORDS = (HAK_CLASSES + 63) / 64 };
+  uint64_t any = 0;
+  for (unsigned w = 0; w < WORDS; w++) any |= h->blocks_back[w] | h->look_again[w];
+  if (!any && !all) {
+    h->looks_at = 0;
+    return 0;
+  }
+  if (!all && (!h->looks_at || now < h->looks_at)) {
+    if (!h->looks_at) h->looks_at = now + hak_release_delay();
+    return 0;
+  }
+  uint64_t bytes = 0;
+  for (unsigned w = 0; w < WORDS; w++) {
+    uint64_t look = h->blocks_back[w] | h->look_again[w];
+    h->look_again[w] = h->blocks_back[w];
+    h->blocks_back[w] = 0;
+    for (unsigned c = w * 64; c < (w + 1) * 64 && c < HAK_CLASSES; c++) {
+      if (!hak_class_gives_pages(c) || !(all || (look >> (c % 64) & 1))) continue;
+      for (hak_slab_t *s = h->warm[c]; s; s = hak_slab_list_next(s)) bytes += hak_slab_give_back(s, now, all);
+    }
+  }
+  any = 0;
+  for (unsigned w = 0; w < WORDS; w++) any |= h->look_again[w];
+  h->looks_at = any ? now + hak_release_delay() : 0;
+  return bytes;
 }
 
 /* Sweep every SuperSlab of the arena (SuperSlabs mapped outside it, once it
@@ -236,7 +274,9 @@ void hak_release_tick(hak_heap_t *h) {
     h->ticks = 0;
     hak_heap_collect_idle(h);
     hak_remote_flush_all(h);
-    hak_ace_poll(hak_os_now_ms());
+    uint64_t now = hak_os_now_ms();
+    hak_ace_poll(now);
+    hak_release_look(h, now, false);
   }
   uint64_t abandoned = atomic_load_explicit(&abandoned_due, memory_order_relaxed);
   if (h->purge_at || abandoned) {

@@ -18,6 +18,8 @@ void hak_slab_list_push(hak_slab_t **list, hak_slab_t *s) {
   *list = s;
 }
 
+hak_slab_t *hak_slab_list_next(hak_slab_t *s) { return link_of(s)->next; }
+
 void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
   hak_slab_link_t *l = link_of(s);
   if (l->prev) link_of(l->prev)->next = l->next;
@@ -41,6 +43,7 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
  * head: its count, and its list if it empties or was full. */
 static void slab_put_list(hak_heap_t *h, unsigned cls, hak_slab_t *s, void **head, uint32_t n) {
   s->free = head;
+  if (hak_class_gives_pages(cls)) h->blocks_back[cls / 64] |= 1ull << (cls % 64);
   HAK_COUNT(h->counters[cls].used_blocks, -(int64_t)n);
   s->used = (uint16_t)(s->used - n);
   if (HAK_UNLIKELY(s->used == 0 || s->in_full)) hak_slab_put_moved(h, s);
@@ -106,4 +109,173 @@ void hak_slab_put_container(hak_heap_t *h, unsigned cls, void **c, uint32_t k) {
   if (hak_batch_counted(cls)) c[2] = (void *)(uintptr_t)k;
   c[0] = (void *)hak_link_encode(s->free, c);
   slab_put_list(h, cls, s, c, k + 1);
+}
+
+/* ---- Pages of slabs in use (mid classes)
+ *
+ * A slab of a mid class whose free blocks cover whole pages gives those
+ * pages back to the OS while its other blocks stay in use: a program that
+ * deleted half of what it held and next wants other sizes (Redis,
+ * docs/design/thread-memory.md, "Memory freed in one size and wanted in
+ * another") does not keep them. Its heap looks at the slabs of each class
+ * that got blocks back one purge delay later (release.c, hak_release_look):
+ * the blocks that stayed on a slab's free list since the last look (its
+ * oldest free_low: a refill takes the newest first) and whose pages hold
+ * no block in use go; they leave the free list, which is written again
+ * from the others, for the slab's absent map, and their pages are
+ * decommitted. While a slab has absent blocks every unit's limit is 0, so
+ * that every free of its blocks takes the slow path (hak_slab_holed_block
+ * there tells a second free of an absent block, whose free mark went with
+ * its page, from a free of a block in use). A refill takes absent blocks
+ * after the free list (hak_slab_take_absent); the last one taken gives the
+ * units their limits back. Only fully carved slabs give pages back. */
+
+_Static_assert(HAK_UNIT_SIZE / HAK_TINY_MAX <= 64, "a mid slab's blocks fit the absent map's 64 bits");
+
+static _Atomic uint64_t page_bytes;   /* given back so far */
+
+uint64_t hak_slab_page_bytes(void) { return atomic_load_explicit(&page_bytes, memory_order_relaxed); }
+
+static hak_superslab_t *absent_map_of(const hak_slab_t *s, unsigned *u) {
+  hak_superslab_t *ss = hak_slab_ss(s);
+  *u = (unsigned)(s - hak_ss_slabs(ss));
+  return ss;
+}
+
+int hak_slab_holed_block(const hak_slab_t *unit, uintptr_t a) {
+  const hak_slab_t *s = unit - unit->head_delta;
+  if (!__atomic_load_n(&s->absent, __ATOMIC_ACQUIRE) || s->start != unit->start || s->inverse != unit->inverse)
+    return HAK_NOT_HOLED;
+  uint64_t i = hak_block_index(s, a);
+  if (i >= s->capacity) return HAK_NOT_HOLED;
+  unsigned u;
+  hak_superslab_t *ss = absent_map_of(s, &u);
+  return atomic_load_explicit(&ss->absent[u], memory_order_relaxed) >> i & 1 ? HAK_BLOCK_ABSENT : HAK_BLOCK_PRESENT;
+}
+
+/* Every unit of slab s gets limit (0: its frees go slow). */
+static void slab_limits(hak_slab_t *s, uint64_t limit) {
+  for (unsigned i = 0; i < s->units; i++) __atomic_store_n(&s[i].limit, limit, __ATOMIC_RELEASE);
+}
+
+uint32_t hak_slab_take_absent(hak_slab_t *s, void **out, uint32_t want) {
+  unsigned u;
+  hak_superslab_t *ss = absent_map_of(s, &u);
+  uint64_t map = atomic_load_explicit(&ss->absent[u], memory_order_relaxed);
+  uint32_t bs = hak_class_size[s->cls], n = 0;
+  for (; map && n < want; map &= map - 1) {
+    char *p = (char *)s->start + (size_t)__builtin_ctzll(map) * bs;
+    if (HAK_SECURE) hak_block_set_free((uintptr_t *)p, hak_free_mark_at(p));
+    out[n++] = p;
+  }
+  atomic_store_explicit(&ss->absent[u], map, memory_order_relaxed);
+  uint8_t left = (uint8_t)(s->absent - n);
+  if (!left) slab_limits(s, s->carved);   /* before the count: a free that reads it 0 finds them */
+  __atomic_store_n(&s->absent, left, __ATOMIC_RELEASE);
+  /* Taken back soon after they went: the slab holds its pages for as long
+   * (not a sign for the adaptive controller, whose purge delay is the units'
+   * too: Redis, which takes absent blocks back as it refills, then kept
+   * the pages of everything FLUSHALL freed for 10 s, its delay 64 times
+   * longer). */
+  uint64_t now = hak_os_now_ms(), window = hak_release_window();
+  if ((uint32_t)((uint32_t)now - ss->absent_at[u]) <= window) ss->absent_at[u] = (uint32_t)(now + window);
+  return n;
+}
+
+/* The indexes of slab s's free blocks in the order a refill takes them,
+ * newest first, into order[] (room for 64); their count, or 0 if the list
+ * holds more than the slab's blocks (a list a program's stray writes
+ * changed, which the slab keeps as it is). */
+static uint32_t free_list_order(const hak_slab_t *s, uint8_t *order) {
+  uint32_t n = 0;
+  for (void **c = s->free; c; c = hak_link_decode((uintptr_t)c[0], c)) {
+    uint32_t k = (uint32_t)(uintptr_t)c[2];
+    if (k >= s->capacity - n) return 0;
+    for (uint32_t i = 0; i <= k; i++) {   /* the listed ones from the last, then c */
+      void *p = i < k ? hak_link_decode((uintptr_t)c[3 + k - 1 - i], &c[3 + k - 1 - i]) : (void *)c;
+      uint64_t index = hak_block_index(s, (uintptr_t)p);
+      if (index >= s->capacity) return 0;
+      order[n++] = (uint8_t)index;
+    }
+  }
+  return n;
+}
+
+/* Slab s's free list written again from the n blocks order[] (newest
+ * first), in containers of the oldest of each chunk, as put_runs writes. */
+static void free_list_write(hak_slab_t *s, const uint8_t *order, uint32_t n) {
+  uint32_t room = hak_container_room(s->cls), bs = hak_class_size[s->cls];
+  void **head = NULL;
+  for (uint32_t end = n; end > 0;) {
+    uint32_t first = end > room + 1 ? end - room - 1 : 0;
+    void **c = (void **)(s->start + (uintptr_t)order[end - 1] * bs), **at = c + 3;
+    for (uint32_t i = end - 1; i-- > first; at++) {
+      void *p = (void *)(s->start + (uintptr_t)order[i] * bs);
+      if (HAK_SECURE) hak_block_set_free((uintptr_t *)p, hak_free_mark_at(p));   /* it may have been a container */
+      *at = (void *)hak_link_encode(p, at);
+    }
+    c[2] = (void *)(uintptr_t)(end - 1 - first);
+    c[0] = (void *)hak_link_encode(head, c);
+    head = c;
+    end = first;
+  }
+  s->free = head;
+}
+
+/* Bit per block of slab s (block size bs) that the page at p overlaps. */
+static uint64_t page_blocks(const hak_slab_t *s, uint32_t bs, uintptr_t p, size_t page) {
+  uint64_t lo = (p - s->start) / bs, hi = (p + page - 1 - s->start) / bs;
+  if (hi >= s->capacity) hi = s->capacity - 1u;
+  return (hi - lo == 63 ? ~0ull : (1ull << (hi - lo + 1)) - 1) << lo;
+}
+
+uint64_t hak_slab_give_back(hak_slab_t *s, uint64_t now, bool all) {
+  if (s->carved < s->capacity || !s->free) return 0;
+  unsigned u;
+  hak_superslab_t *ss = absent_map_of(s, &u);
+  if (!all && ss->absent_at[u] && (int32_t)(ss->absent_at[u] - (uint32_t)now) > 0) return 0;   /* held */
+  uint8_t order[64];
+  uint32_t len = free_list_order(s, order);
+  uint32_t old = all || s->free_low > len ? len : s->free_low;
+  s->free_low = (uint16_t)len;
+  size_t page = hak_os_page_size();
+  uint32_t bs = hak_class_size[s->cls];
+  if ((size_t)old * bs < page) return 0;
+  uint64_t absent = atomic_load_explicit(&ss->absent[u], memory_order_relaxed), gone = absent, take = 0;
+  for (uint32_t i = len - old; i < len; i++) gone |= 1ull << order[i];
+  /* the pages the blocks lie on (within the slab's units): those whose
+   * blocks are all gone, one at least not absent yet, go */
+  uintptr_t span_end = (uintptr_t)ss + ((uintptr_t)(u + s->units) << HAK_UNIT_SHIFT);
+  uintptr_t from = (s->start + page - 1) & ~(uintptr_t)(page - 1);
+  uintptr_t to = (s->start + (uintptr_t)s->capacity * bs + page - 1) & ~(uintptr_t)(page - 1);
+  if (to > span_end) to = span_end;
+  uint64_t pages = 0;   /* bit per page from `from` */
+  for (uintptr_t p = from; p < to; p += page) {
+    uint64_t blocks = page_blocks(s, bs, p, page);
+    if ((gone & blocks) == blocks && (blocks & ~absent)) {
+      take |= blocks & ~absent;
+      pages |= 1ull << ((p - from) / page);
+    }
+  }
+  if (!take) return 0;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < len; i++)
+    if (!(take >> order[i] & 1)) order[n++] = order[i];
+  free_list_write(s, order, n);
+  s->free_low = (uint16_t)n;
+  atomic_store_explicit(&ss->absent[u], absent | take, memory_order_relaxed);
+  __atomic_store_n(&s->absent, (uint8_t)(s->absent + __builtin_popcountll(take)), __ATOMIC_RELEASE);
+  if (!absent) slab_limits(s, 0);   /* after the count (a free refused by it finds the count), before
+                                       the pages go */
+  ss->absent_at[u] = (uint32_t)now;
+  uint64_t bytes = 0;
+  while (pages) {
+    unsigned first = (unsigned)__builtin_ctzll(pages), end = first;
+    while (end < 64 && (pages >> end & 1)) end++;
+    hak_os_decommit((void *)(from + first * page), (end - first) * page);
+    bytes += (end - first) * page;
+    pages &= end < 64 ? ~((1ull << end) - 1) : 0;
+  }
+  atomic_fetch_add_explicit(&page_bytes, bytes, memory_order_relaxed);
+  return bytes;
 }

@@ -48,6 +48,8 @@ static void slabs_reset(hak_slab_t *s) {
     s[i].capacity = s[i].carved = s[i].used = 0;
     s[i].free = NULL;
     s[i].in_full = s[i].zero = 0;
+    __atomic_store_n(&s[i].absent, 0, __ATOMIC_RELAXED);
+    s[i].free_low = 0;
   }
 }
 
@@ -334,6 +336,10 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   s->used = 0;
   s->free = NULL;
   s->carved = 0;
+  __atomic_store_n(&s->absent, 0, __ATOMIC_RELAXED);
+  s->free_low = 0;
+  atomic_store_explicit(&ss->absent[u], 0, memory_order_relaxed);
+  ss->absent_at[u] = 0;
   hak_slab_list_push(&h->warm[cls], s);
   HAK_COUNT(h->counters[cls].slabs, 1);
   if (HAK_STAT) hak_stats_slab_bytes(cls, (int64_t)bytes);
@@ -359,6 +365,11 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
     d->free = NULL;
     d->used = 0;
   }
+  if (s->absent) {   /* free's look at it stays a look at a slab emptied since */
+    __atomic_store_n(&s->absent, 0, __ATOMIC_RELAXED);
+    atomic_store_explicit(&ss->absent[u], 0, memory_order_relaxed);
+  }
+  s->free_low = 0;
   if (!ss->free_units && ss->prev) {   /* it has room again: move to the front */
     ss_list_remove(&h->superslabs, ss);
     ss_list_push(&h->superslabs, ss);
