@@ -49,6 +49,15 @@ HAK_INLINE hak_slab_t *hak_slab_of(hak_superslab_t *ss, uintptr_t a) {
   return s - s->head_delta;
 }
 
+/* The head descriptor of the slab whose unit descriptor is u, or NULL
+ * when u holds no geometry or its head's differs: a unit of no slab, or
+ * one whose head has begun another slab since (free reads descriptors
+ * their owner may be rewriting). */
+HAK_INLINE hak_slab_t *hak_unit_head(hak_slab_t *u) {
+  hak_slab_t *head = u - u->head_delta;
+  return u->inverse && head->start == u->start && head->inverse == u->inverse && head->shift == u->shift ? head : NULL;
+}
+
 /* The index of the block starting at a in the slab whose unit (or head)
  * descriptor is s, or a number above any block count when no block of s's
  * geometry starts there. With block_size = odd << shift and inverse the odd

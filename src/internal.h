@@ -148,7 +148,7 @@ uint32_t hak_slab_take_absent(hak_slab_t *s, void **out, uint32_t want);
 uint64_t hak_slab_page_bytes(void);   /* bytes slabs in use gave back so far (statistics) */
 enum { HAK_NOT_HOLED, HAK_BLOCK_ABSENT, HAK_BLOCK_PRESENT };
 /* What a, which unit's limit refused, is in a slab with absent blocks. */
-int hak_slab_holed_block(const hak_slab_t *unit, uintptr_t a);
+int hak_slab_holed_block(hak_slab_t *unit, uintptr_t a);
 
 /* ---- inbox.c: the remote frees other threads send a heap */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache);

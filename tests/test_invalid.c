@@ -185,7 +185,7 @@ static char **holed_slab(void) {
   static char *b[N], *run[2];
   for (int i = 0; i < N; i++) b[i] = T_malloc(SIZE);
   for (int i = 0; i < N; i++) {
-    hak_slab_t *u = hak_unit_of(hak_ss_of(b[i]), (uintptr_t)b[i]), *s = u - u->head_delta;
+    hak_slab_t *u = hak_unit_of(hak_ss_of(b[i]), (uintptr_t)b[i]), *s = hak_slab_of(hak_ss_of(b[i]), (uintptr_t)b[i]);
     int next = -1, other = -1;
     for (int k = 0; k < N; k++) {
       if (b[k] == b[i] + SIZE) next = k;

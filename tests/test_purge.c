@@ -220,10 +220,7 @@ static void test_release(void) {
 enum { PAGES_N = 64, PAGES_SIZE = 4096, PAGES_RUN = 8 };
 static char *pages_blocks[PAGES_N];
 
-static hak_slab_t *slab_head(const void *p) {
-  hak_slab_t *u = hak_unit_of(hak_ss_of(p), (uintptr_t)p);
-  return u - u->head_delta;
-}
+static hak_slab_t *slab_head(const void *p) { return hak_slab_of(hak_ss_of(p), (uintptr_t)p); }
 
 static bool page_resident(const void *p) {
   unsigned char in = 0;

@@ -7,10 +7,8 @@
  * still holds that slab's geometry, its head agrees, and a is a block start
  * below the slab's carved count. */
 static bool block_of_emptied_slab(uintptr_t a) {
-  hak_slab_t *u = hak_unit_of(hak_ss_of((void *)a), a);
-  hak_slab_t *head = u - u->head_delta;
-  if (!u->inverse || head->start != u->start || head->inverse != u->inverse || head->shift != u->shift) return false;
-  return hak_block_index(u, a) < head->carved;
+  hak_slab_t *u = hak_unit_of(hak_ss_of((void *)a), a), *head = hak_unit_head(u);
+  return head && hak_block_index(u, a) < head->carved;
 }
 
 /* p is in a SuperSlab and fn cannot take it: a block that is free says so

@@ -39,6 +39,17 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
  * whose blocks are under HAK_BATCH_COUNTED bytes has no count: its
  * containers list nothing, a plain chain. */
 
+/* Container c lists the k blocks at blocks[] (their addresses in words 3
+ * ..., the count in word 2 where the class's containers have room) and
+ * links to head: the list's new head. */
+static void **container_write(void **c, void *const *blocks, uint32_t k, bool counted, void **head) {
+  void **at = c + 3;
+  for (uint32_t i = 0; i < k; i++, at++) *at = (void *)hak_link_encode(blocks[i], at);
+  if (counted) c[2] = (void *)(uintptr_t)k;
+  c[0] = (void *)hak_link_encode(head, c);
+  return c;
+}
+
 /* Slab s of class cls takes back n blocks, its free list now starting at
  * head: its count, and its list if it empties or was full. */
 static void slab_put_list(hak_heap_t *h, unsigned cls, hak_slab_t *s, void **head, uint32_t n) {
@@ -70,16 +81,10 @@ void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n) {
     do {
       void **e = b + 1, **to = (uint32_t)(end - b) <= room ? end : b + room + 1;
       while (e < to && (uintptr_t)*e >> HAK_UNIT_SHIFT == unit) e++;
-      void **c = e[-1], **at = c + 3;
-      hak_block_check_free(c, "free");
-      for (; b < e - 1; b++, at++) {
-        hak_block_check_free(*b, "free");
-        *at = (void *)hak_link_encode(*b, at);
-      }
+      hak_block_check_free(e[-1], "free");
+      for (void **q = b; q < e - 1; q++) hak_block_check_free(*q, "free");
+      head = container_write(e[-1], b, (uint32_t)(e - 1 - b), room != 0, head);
       b = e;
-      if (room) c[2] = (void *)(uintptr_t)(at - (c + 3));
-      c[0] = (void *)hak_link_encode(head, c);
-      head = c;
     } while (b < end && (uintptr_t)*b >> HAK_UNIT_SHIFT == unit);
     slab_put_list(h, cls, s, head, (uint32_t)(b - first));
   }
@@ -142,10 +147,9 @@ static hak_superslab_t *absent_map_of(const hak_slab_t *s, unsigned *u) {
   return ss;
 }
 
-int hak_slab_holed_block(const hak_slab_t *unit, uintptr_t a) {
-  const hak_slab_t *s = unit - unit->head_delta;
-  if (!__atomic_load_n(&s->absent, __ATOMIC_ACQUIRE) || s->start != unit->start || s->inverse != unit->inverse)
-    return HAK_NOT_HOLED;
+int hak_slab_holed_block(hak_slab_t *unit, uintptr_t a) {
+  hak_slab_t *s = hak_unit_head(unit);
+  if (!s || !__atomic_load_n(&s->absent, __ATOMIC_ACQUIRE)) return HAK_NOT_HOLED;
   uint64_t i = hak_block_index(s, a);
   if (i >= s->capacity) return HAK_NOT_HOLED;
   unsigned u;
@@ -202,22 +206,19 @@ static uint32_t free_list_order(const hak_slab_t *s, uint8_t *order) {
 }
 
 /* Slab s's free list written again from the n blocks order[] (newest
- * first), in containers of the oldest of each chunk, as put_runs writes. */
+ * first): chunks of as many blocks as a container lists and one more, from
+ * the oldest, each listed by its oldest block, the newest chunk at the
+ * head. */
 static void free_list_write(hak_slab_t *s, const uint8_t *order, uint32_t n) {
   uint32_t room = hak_container_room(s->cls), bs = hak_class_size[s->cls];
+  void *blocks[64];   /* oldest first */
+  for (uint32_t i = 0; i < n; i++) blocks[i] = (void *)(s->start + (uintptr_t)order[n - 1 - i] * bs);
   void **head = NULL;
-  for (uint32_t end = n; end > 0;) {
-    uint32_t first = end > room + 1 ? end - room - 1 : 0;
-    void **c = (void **)(s->start + (uintptr_t)order[end - 1] * bs), **at = c + 3;
-    for (uint32_t i = end - 1; i-- > first; at++) {
-      void *p = (void *)(s->start + (uintptr_t)order[i] * bs);
-      if (HAK_SECURE) hak_block_set_free((uintptr_t *)p, hak_free_mark_at(p));   /* it may have been a container */
-      *at = (void *)hak_link_encode(p, at);
-    }
-    c[2] = (void *)(uintptr_t)(end - 1 - first);
-    c[0] = (void *)hak_link_encode(head, c);
-    head = c;
-    end = first;
+  for (uint32_t lo = 0, hi; lo < n; lo = hi) {
+    hi = n - lo > room + 1 ? lo + room + 1 : n;
+    for (uint32_t i = lo + 1; HAK_SECURE && i < hi; i++)   /* a listed block may have been a container */
+      hak_block_set_free((uintptr_t *)blocks[i], hak_free_mark_at(blocks[i]));
+    head = container_write(blocks[lo], blocks + lo + 1, hi - lo - 1, true, head);
   }
   s->free = head;
 }
