@@ -83,9 +83,14 @@ HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) {
 
 /* The slow paths' block check: a block free accepts, or one not absent of
  * a slab with absent blocks, whose limits are 0 while it has them
- * (slab_list.c, "Pages of slabs in use"). */
+ * (slab_list.c, "Pages of slabs in use"). A count of 0 read after limits
+ * of 0 means the last absent blocks were taken back in between: the limits
+ * came back before the count (hak_slab_take_absent), so they are read
+ * again. */
 HAK_INLINE bool hak_is_slab_block(hak_slab_t *s, uintptr_t a) {
-  return hak_is_block(s, a) || hak_slab_holed_block(s, a) == HAK_BLOCK_PRESENT;
+  if (hak_is_block(s, a)) return true;
+  int holed = hak_slab_holed_block(s, a);
+  return holed == HAK_BLOCK_PRESENT || (holed == HAK_NOT_HOLED && hak_is_block(s, a));
 }
 
 /* The calling thread's identity as the user of a heap (heap.c): its thread

@@ -246,20 +246,32 @@ static int pages_run(void) {
   return -1;
 }
 
+/* After a trim, PAGES_N blocks of PAGES_SIZE (filled with their patterns),
+ * of which PAGES_RUN lie in a row in one fully carved slab (*s, its index
+ * *at): blocks 2 to 5 of that run freed back to the slab. The run, NULL if
+ * there is none. */
+static char **pages_freed_run(int *at, hak_slab_t **s) {
+  hak_trim();
+  for (int i = 0; i < PAGES_N; i++) pattern_fill((unsigned char *)(pages_blocks[i] = malloc(PAGES_SIZE)), PAGES_SIZE, (uint64_t)i, 0);
+  *at = pages_run();
+  CHECK(*at >= 0, "no %d blocks of %d B in a row in one fully carved slab", PAGES_RUN, PAGES_SIZE);
+  if (*at < 0) return NULL;
+  char **run = pages_blocks + *at;
+  *s = slab_head(run[0]);
+  for (int k = 2; k < 6; k++) free(run[k]);
+  hak_cache_return(hak_tls_heap, (*s)->cls);
+  return run;
+}
+
 static void test_slab_pages(void) {
   long delay = hak_option_get(hak_option_purge_delay_ms);
   hak_option_set(hak_option_purge_delay_ms, 60000);   /* no look but the ones here */
-  hak_trim();
+  int at;
+  hak_slab_t *s;
+  char **run = pages_freed_run(&at, &s);
+  if (!run) return;
   hak_heap_t *h = hak_tls_heap;
-  unsigned cls = hak_class_of(PAGES_SIZE);
-  for (int i = 0; i < PAGES_N; i++) pattern_fill((unsigned char *)(pages_blocks[i] = malloc(PAGES_SIZE)), PAGES_SIZE, (uint64_t)i, 0);
-  int at = pages_run();
-  CHECK(at >= 0, "no %d blocks of %d B in a row in one fully carved slab", PAGES_RUN, PAGES_SIZE);
-  if (at < 0) return;
-  char **run = pages_blocks + at;
-  hak_slab_t *s = slab_head(run[0]);
-  for (int k = 2; k < 6; k++) free(run[k]);
-  hak_cache_return(h, cls);
+  unsigned cls = s->cls;
   hak_release_look(h, hak_os_now_ms(), false);   /* one delay from now */
   hak_release_look(h, h->looks_at, false);        /* the blocks free since: none */
   CHECK(s->absent == 0 && page_resident(run[3]), "the first look after the frees gave pages back");
@@ -306,12 +318,55 @@ static void test_slab_pages(void) {
   hak_option_set(hak_option_purge_delay_ms, delay);
 }
 
+/* A free from another thread while the owner takes a slab's absent blocks
+ * back: the freeing thread read the limits (0) before they came back, and
+ * reads the count of absent blocks (0) after; the block it frees is in use
+ * all the same. The owner here makes the slab's free blocks absent and
+ * takes them back, over and over, while another thread checks a block in
+ * use the way free's slow path does (hak_is_slab_block). */
+enum { RACE_ROUNDS = 20000 };
+static _Atomic int race_stop;
+
+static void *race_checker(void *p) {
+  hak_slab_t *u = hak_unit_of(hak_ss_of(p), (uintptr_t)p);
+  long refused = 0;
+  while (!atomic_load_explicit(&race_stop, memory_order_relaxed)) refused += !hak_is_slab_block(u, (uintptr_t)p);
+  return (void *)refused;
+}
+
+static void test_holed_race(void) {
+  int at;
+  hak_slab_t *s;
+  char **run = pages_freed_run(&at, &s);
+  if (!run) return;
+  atomic_store(&race_stop, 0);
+  pthread_t t;
+  pthread_create(&t, NULL, race_checker, run[0]);
+  int rounds = 0;
+  for (; rounds < RACE_ROUNDS; rounds++) {
+    if (!hak_slab_give_back(s, hak_os_now_ms(), true)) break;
+    void *back[64];
+    uint32_t n = hak_slab_take_absent(s, back, 64);   /* as a refill takes them */
+    s->used += n;
+    hak_slab_put_runs(hak_tls_heap, s->cls, back, n);   /* and a flush gives them back */
+  }
+  atomic_store(&race_stop, 1);
+  void *refused;
+  pthread_join(t, &refused);
+  CHECK(rounds == RACE_ROUNDS, "the slab gave no pages back at round %d", rounds);
+  CHECK(!refused, "a block in use was refused %ld times while its slab took its absent blocks back", (long)refused);
+  CHECK(pattern_ok((unsigned char *)run[0], PAGES_SIZE, (uint64_t)at, 0), "the block in use lost its contents");
+  for (int i = 0; i < PAGES_N; i++)
+    if (i < at + 2 || i >= at + 6) free(pages_blocks[i]);
+}
+
 static const test_case_t cases[] = {
     {"empty_superslab", test_empty_superslab},
     {"pooled_superslab", test_pooled_superslab},
     {"pooled_shared", test_pooled_shared},
     {"release", test_release},
     {"slab_pages", test_slab_pages},
+    {"holed_race", test_holed_race},
 };
 
 int main(int argc, char **argv) { return RUN_INTERNAL_CASES("purge", cases, argc, argv); }

@@ -174,7 +174,8 @@ uint32_t hak_slab_take_absent(hak_slab_t *s, void **out, uint32_t want) {
   }
   atomic_store_explicit(&ss->absent[u], map, memory_order_relaxed);
   uint8_t left = (uint8_t)(s->absent - n);
-  if (!left) slab_limits(s, s->carved);   /* before the count: a free that reads it 0 finds them */
+  if (!left) slab_limits(s, s->carved);   /* before the count: a free that read the limits 0 and
+                                             then reads the count 0 finds them (hak_is_slab_block) */
   __atomic_store_n(&s->absent, left, __ATOMIC_RELEASE);
   /* Taken back soon after they went: the slab holds its pages for as long
    * (not a sign for the adaptive controller, whose purge delay is the units'
