@@ -17,9 +17,9 @@ static bool block_of_emptied_slab(uintptr_t a) {
 _Noreturn HAK_COLD void hak_fatal_block(const char *fn, const char *freed, const void *p) {
   uintptr_t a = (uintptr_t)p;
   hak_slab_t *u = hak_unit_of(hak_ss_of(p), a);
-  int holed = hak_is_block(u, a) ? HAK_BLOCK_PRESENT : hak_slab_holed_block(u, a);
-  bool is_free = holed == HAK_BLOCK_PRESENT ? ((const uintptr_t *)p)[1] == hak_free_mark(u)
-                                            : holed == HAK_BLOCK_ABSENT || block_of_emptied_slab(a);
+  int state = hak_slab_block_state(u, a);
+  bool is_free = state == HAK_BLOCK_PRESENT ? ((const uintptr_t *)p)[1] == hak_free_mark(u)
+                                            : state == HAK_BLOCK_ABSENT || block_of_emptied_slab(a);
   hak_fatal_pointer(fn, is_free ? freed : "invalid pointer", p);
 }
 
