@@ -43,6 +43,14 @@ HAK_INLINE hak_slab_t *hak_unit_of(hak_superslab_t *ss, uintptr_t a) {
 /* The SuperSlab of a slab in use, from its (head or unit) descriptor. */
 HAK_INLINE hak_superslab_t *hak_slab_ss(const hak_slab_t *s) { return hak_ss_of((const void *)s->start); }
 
+/* The heap of a slab in use (its SuperSlab's host, or a guest that carved
+ * it there, superslab.c), from its (head or unit) descriptor: the cache it
+ * names is that heap's cache of its class, and the caches open the heap. */
+HAK_INLINE hak_heap_t *hak_slab_heap(const hak_slab_t *s) {
+  _Static_assert(offsetof(hak_heap_t, cache) == 0, "a heap begins with its caches");
+  return (hak_heap_t *)((uintptr_t)s->cache - s->cls * sizeof(hak_ucache_t));   /* no cache: not a heap */
+}
+
 /* The slab (head descriptor) of an address inside a SuperSlab. */
 HAK_INLINE hak_slab_t *hak_slab_of(hak_superslab_t *ss, uintptr_t a) {
   hak_slab_t *s = hak_unit_of(ss, a);

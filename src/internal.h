@@ -185,6 +185,8 @@ void hak_slab_put_local(hak_heap_t *h, void *p);
 void hak_slab_put_moved(hak_heap_t *h, hak_slab_t *s);
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s);
 bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss, bool leaving);
+void hak_superslab_sort(hak_heap_t *h);   /* those with free units first, empty ones counted */
+void hak_superslab_unlend(hak_superslab_t *ss);   /* no dirty unit: no guest looks at it */
 hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a);
 
 /* ---- shared_pool.c: empty SuperSlabs passed between threads */
@@ -192,7 +194,7 @@ hak_superslab_t *hak_shared_pool_pop(void);
 void hak_shared_pool_push(hak_superslab_t *ss, bool leaving);
 bool hak_shared_pool_keeps_pages(void);   /* a SuperSlab of the arena pooled now stays warm */
 int  hak_shared_pool_trim(void);
-void hak_release_schedule_pooled(hak_superslab_t *ss);   /* a deadline for a pooled SuperSlab's dirty units */
+void hak_release_schedule_swept(hak_superslab_t *ss);   /* a deadline for dirty units only the purger serves */
 
 /* ---- release.c: giving memory back to the OS */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss);

@@ -1,10 +1,13 @@
 /* hakmem: every constant and every structure of the allocator.
  *
  * Memory layout
- *   SuperSlab   2 MiB region, 2 MiB aligned, owned by one thread heap. Its first
- *               4 KiB hold the header (hak_superslab_t); the rest is carved into
- *               32 units of 64 KiB (unit 0 loses the header page).
- *   slab        a span of 1..8 units holding blocks of one size class. Tiny
+ *   SuperSlab   2 MiB region, 2 MiB aligned, owned by one thread heap (its
+ *               host). Its first 4 KiB hold the header (hak_superslab_t); the
+ *               rest is carved into 32 units of 64 KiB (unit 0 loses the header
+ *               page).
+ *   slab        a span of 1..8 units holding blocks of one size class, the
+ *               heap's that carved it: the host's, or another heap's that took
+ *               free units with pages resident there (a guest). Tiny
  *               classes use one unit (any unit); mid classes use 1..8 units
  *               starting at unit 1 or later, so their blocks are 64 KiB aligned
  *               at the slab start (a span class's slab is its one block).
@@ -197,28 +200,37 @@ typedef struct hak_slab_link_s {
   hak_slab_t *next, *prev;
 } hak_slab_link_t;
 
-/* A SuperSlab's header. Its owner alone carves and releases slabs; any
- * thread may decommit its free units (a sweep: the background purger,
- * malloc_trim, the owner's own purge), through the dirty word:
+/* A SuperSlab's header. Its owner (the host) keeps it on its list, and
+ * alone pools it or gives it to another heap when it is wholly free; the
+ * host, and another heap that finds a run of its free units with pages
+ * resident when its own SuperSlabs have none (a guest), carve slabs from
+ * its free units; the heap of each slab releases it. Any thread may
+ * decommit its free units (a sweep: the background purger, malloc_trim, a
+ * heap's own purge), through the dirty word:
  *   low 32 bits   free units whose pages may be resident, and that a sweep
- *                 may claim: the owner sets them when a slab is released,
- *                 clears them when it takes the units again;
- *   high 32 bits  units a sweep has claimed and is decommitting: the owner
- *                 leaves them alone until the sweep clears them.
- * A sweep moves bits from low to high with one compare-and-swap, so the
- * owner never takes a unit whose pages are being dropped, and no sweep ever
+ *                 may claim: the heap that releases a slab sets them before
+ *                 the units' free bits, the heap that claims a run clears
+ *                 them after their free bits;
+ *   high 32 bits  units a sweep has claimed and is decommitting: a heap
+ *                 that claimed one waits until the sweep clears them.
+ * A sweep moves bits from low to high with one compare-and-swap, so no
+ * heap carves a unit whose pages are being dropped, and no sweep ever
  * drops a unit in use. purge_at is the next deadline of the dirty units: set
  * by whoever finds dirty units without one, cleared or moved on by the sweep
  * that serves it. A deadline decommits the units that were dirty at the
  * previous one too (aged), and ages the others: a unit goes back to the OS
  * after it stayed free for one to two half-delays, not because another
- * unit of its SuperSlab had been free for long. A unit the owner takes back
- * soon after a sweep decommitted it (purged, purged_at) was decommitted too
+ * unit of its SuperSlab had been free for long. A unit taken back soon
+ * after a sweep decommitted it (purged, purged_at) was decommitted too
  * early: the release policy lengthens its delays (release.c). */
 typedef struct hak_superslab_s {
-  struct hak_heap_s *owner;
+  struct hak_heap_s *owner;              /* the host: the heap whose list it is on, NULL while pooled */
   struct hak_superslab_s *next, *prev;   /* owning heap's list */
-  uint32_t free_units;     /* bit per unit, owner only */
+  _Atomic uint32_t free_units;   /* bit per free unit: a compare-and-swap clears a run's bits for
+                                    the heap that carves a slab there (the owner, or a guest:
+                                    docs/design/thread-memory.md, "Free units lent between heaps"),
+                                    an atomic or sets them when that heap releases the slab; 0 while
+                                    no heap owns it (pooled, or being adopted) */
   _Atomic uint32_t aged;   /* dirty units that were dirty at the last deadline already */
   _Atomic uint64_t dirty;  /* see above */
   _Atomic uint64_t purge_at;   /* ms, the dirty units' next deadline (see above), 0: none */
@@ -226,12 +238,15 @@ typedef struct hak_superslab_s {
   _Atomic uint32_t purged;     /* units decommitted by a sweep and not taken since */
   _Atomic uint32_t warm_until; /* ms (low 32 bits) until which it keeps its pages resident in the shared pool */
   hak_slab_t own_slabs[HAK_UNITS];  /* its units' descriptors outside the arena (hak_ss_slabs) */
-  uint8_t span_class[HAK_UNITS];   /* 1 + class of the slab that last began at each unit, 0 if none (owner only) */
+  /* Of each unit, written by the heap whose slab holds it (or held it last)
+   * and read by any heap that looks for a run of free units, which a claim
+   * of the run then confirms: relaxed (HAK_LOAD_SHARED, HAK_STORE_SHARED). */
+  uint8_t span_class[HAK_UNITS];   /* 1 + class of the slab that last began at each unit, 0 if none */
   uint8_t touched[HAK_UNITS];      /* pages from each unit's start that blocks were carved on since the
-                                      unit was last taken clean: what a dirty unit may hold resident (owner only) */
-  hak_slab_link_t links[HAK_UNITS];  /* of the slab beginning at each unit */
-  uint8_t taken_gen[HAK_UNITS];    /* the owner's thread generation (gen) when a slab last began
-                                      at each unit (owner only) */
+                                      unit was last taken clean: what a dirty unit may hold resident */
+  hak_slab_link_t links[HAK_UNITS];  /* of the slab beginning at each unit (that slab's heap only) */
+  uint8_t taken_gen[HAK_UNITS];    /* the carving heap's thread generation (gen) when a slab last
+                                      began at each unit */
   _Atomic uint64_t absent[HAK_UNITS];   /* of the slab beginning at each unit: bit per block whose pages
                                       went back to the OS while the slab is in use (written by the owner,
                                       read by any free of the slab's blocks) */
@@ -328,10 +343,12 @@ typedef struct hak_heap_s {
   hak_remote_batch_t outgoing[HAK_CLASSES];  /* blocks of other heaps freed here */
   hak_slab_t  *warm[HAK_CLASSES];      /* warm pool: slabs with free blocks */
   hak_slab_t  *full[HAK_CLASSES];      /* slabs with nothing left to hand out */
+  uint64_t     listed[(HAK_CLASSES + 63) / 64];   /* bit per class with slabs on those lists */
   hak_superslab_t *superslabs;         /* owned; ones with free units first */
   uint64_t     span_freed;             /* bytes of span slabs released since it last took one (superslab.c) */
   uintptr_t    thread;                 /* hak_thread_id of the thread using the heap, 0: none */
-  uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free */
+  uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free (guests' releases are
+                                          counted when it next sorts its list, superslab.c) */
   uint8_t      gen;                    /* threads that used the heap, mod 256 (superslab.c's find_span) */
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint64_t     looks_at;               /* when its mid classes' slabs are next looked at for pages
@@ -368,6 +385,8 @@ typedef struct hak_heap_s {
   _Alignas(64) struct hak_heap_s *next_heap;   /* global list of heaps, never unlinked */
   _Atomic int  state;
   _Atomic uint64_t left_at;            /* ms when its last thread left it (heap.c) */
+  _Atomic uint8_t unsorted;            /* 1: a guest filled one of its SuperSlabs or gave units back
+                                          to a full one: its list is out of order (superslab.c) */
   _Alignas(64) _Atomic(uintptr_t) inbox[HAK_CLASSES];   /* hak_inbox_first, hak_inbox_blocks */
 } hak_heap_t;
 

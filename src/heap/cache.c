@@ -22,7 +22,7 @@ static void slab_accept(hak_slab_t *s, uint32_t first, uint32_t end) {
   for (unsigned i = u; i <= (unsigned)((to - 1) >> HAK_UNIT_SHIFT); i++) {
     uintptr_t in = to - ((uintptr_t)i << HAK_UNIT_SHIFT);
     uint32_t pages = in >= HAK_UNIT_SIZE ? HAK_UNIT_SIZE / HAK_PAGE_BYTES : (uint32_t)((in + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES);
-    if (ss->touched[i] < pages) ss->touched[i] = (uint8_t)pages;
+    if (HAK_LOAD_SHARED(ss->touched[i]) < pages) HAK_STORE_SHARED(ss->touched[i], (uint8_t)pages);
   }
 }
 
@@ -320,12 +320,12 @@ HAK_NOINLINE void hak_free_flush(hak_heap_t *h, unsigned cls, void *p) {
 }
 
 /* free's fast path found the cache full. The caller is the thread using
- * the SuperSlab's heap, unless it got the thread pointer of a thread of a
+ * the slab's heap, unless it got the thread pointer of a thread of a
  * forked parent that the child lacks, whose heap nobody uses: then the
  * block goes to that heap's inbox, as a remote free. */
 HAK_NOINLINE void hak_free_full(void *p, hak_slab_t *s) {
   hak_heap_t *h = hak_tls_heap;
-  if (HAK_UNLIKELY(hak_ss_of(p)->owner != h)) {
+  if (HAK_UNLIKELY(hak_slab_heap(s) != h)) {
     hak_free_remote(p, s);
     return;
   }

@@ -140,9 +140,9 @@ void hak_remote_flush_all(hak_heap_t *h) {
 
 /* The first remote free of a thread without a heap gets it one; if that
  * adopts the owner, the block is simply a local free. */
-static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab_t *s) {
+static HAK_COLD void free_remote_no_heap(void **p, hak_slab_t *s) {
   hak_heap_t *h = hak_heap_get();
-  if (h == ss->owner) {
+  if (h == hak_slab_heap(s)) {
 #if HAK_STAT >= 2
     h->cache[s->cls].frees++;   /* as the fast path counts a local free */
 #endif
@@ -153,7 +153,7 @@ static HAK_COLD void free_remote_no_heap(void **p, hak_superslab_t *ss, hak_slab
     hak_free_remote(p, s);
   } else {   /* an exiting thread, or no memory for a heap: a batch of one */
     if (hak_batch_counted(s->cls)) p[2] = 0;
-    inbox_push(ss->owner, s->cls, p, p, 1);
+    inbox_push(hak_slab_heap(s), s->cls, p, p, 1);
   }
 }
 
@@ -181,11 +181,10 @@ static void free_remote_batch(hak_heap_t *h, void *p, hak_slab_t *s) {
  * limit or that a drain sent (drain.c). The batches change here under the
  * heap's token, which a drain holds. */
 static HAK_NOINLINE void free_remote_slow(hak_heap_t *h, void *p, hak_slab_t *s) {
-  hak_superslab_t *ss = hak_ss_of(p);
-  if (HAK_UNLIKELY(ss->owner == hak_prof_heap)) {   /* NULL while profiling is off */
+  if (HAK_UNLIKELY(hak_slab_heap(s) == hak_prof_heap)) {   /* NULL while profiling is off */
     hak_prof_free(p);
   } else if (HAK_UNLIKELY(h == &hak_heap_empty)) {
-    free_remote_no_heap(p, ss, s);
+    free_remote_no_heap(p, s);
   } else {
     bool entered = hak_heap_enter(h);
     free_remote_batch(h, p, s);

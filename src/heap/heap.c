@@ -137,14 +137,20 @@ static hak_heap_t *heap_take(void) {
  * fast path, which compares their owner_thread with the caller's
  * hak_thread_id instead of looking the caller's heap up. A thread that
  * leaves its heap clears them, so a later thread that gets the same thread
- * pointer does not take the heap's blocks for its own. */
+ * pointer does not take the heap's blocks for its own. Its slabs are those
+ * of its lists, in its own SuperSlabs and in others' (guests' slabs, which
+ * its SuperSlabs may hold too, are not its: superslab.c); a slab it
+ * carves later gets h->thread then. */
 static void heap_set_thread(hak_heap_t *h, uintptr_t t) {
   h->thread = t;
   if (t) h->gen++;
-  for (hak_superslab_t *ss = h->superslabs; ss; ss = ss->next) {
-    hak_slab_t *slabs = hak_ss_slabs(ss);
-    for (unsigned u = 0; u < HAK_UNITS; u++) __atomic_store_n(&slabs[u].owner_thread, t, __ATOMIC_RELAXED);
-  }
+  for (unsigned w = 0; w < (HAK_CLASSES + 63) / 64; w++)
+    for (uint64_t bits = h->listed[w]; bits; bits &= bits - 1) {
+      unsigned c = w * 64 + (unsigned)__builtin_ctzll(bits);
+      for (hak_slab_t **list = &h->warm[c]; list; list = list == &h->warm[c] ? &h->full[c] : NULL)
+        for (hak_slab_t *s = *list; s; s = hak_slab_list_next(s))
+          for (unsigned i = 0; i < s->units; i++) __atomic_store_n(&s[i].owner_thread, t, __ATOMIC_RELAXED);
+    }
 }
 
 HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {

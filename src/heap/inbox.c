@@ -11,7 +11,7 @@ static void remote_check(hak_heap_t *h, unsigned cls, const void *c, const void 
   if (hak_registry_kind(a) == HAK_REG_SUPERSLAB) {
     hak_superslab_t *ss = hak_ss_of(p);
     hak_slab_t *u = hak_unit_of(ss, a);
-    if (ss->owner == h && u->cls == cls && hak_is_slab_block(u, a) && ((const uintptr_t *)p)[1] == hak_free_mark(u)) return;
+    if (hak_slab_heap(u) == h && u->cls == cls && hak_is_slab_block(u, a) && ((const uintptr_t *)p)[1] == hak_free_mark(u)) return;
   }
   hak_fatal_corrupt("malloc", c);
 }

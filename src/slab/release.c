@@ -64,8 +64,8 @@ static uint64_t ss_deadline(hak_superslab_t *ss, uint64_t now) {
 }
 
 /* Is ss wholly empty, and one more than the keep its heap h may hold? */
-static bool extra_empty(const hak_heap_t *h, const hak_superslab_t *ss, uint32_t keep) {
-  return ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > keep;
+static bool extra_empty(const hak_heap_t *h, hak_superslab_t *ss, uint32_t keep) {
+  return atomic_load_explicit(&ss->free_units, memory_order_relaxed) == HAK_UNITS_ALL && h->empty_superslabs > keep;
 }
 
 /* Called by the owner after it made units of ss dirty (or emptied it). An
@@ -89,9 +89,11 @@ void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
   hak_purger_notify();
 }
 
-/* The pooled SuperSlab ss (shared_pool.c) gets a deadline for its dirty
- * units, if it has any and none yet; the purger sweeps it then. */
-void hak_release_schedule_pooled(hak_superslab_t *ss) {
+/* ss gets a deadline for its dirty units, if it has any and none yet; the
+ * purger sweeps it then: a pooled SuperSlab (shared_pool.c), or the units
+ * a guest releases in another heap's (superslab.c), which no purge of the
+ * guest's own reaches. */
+void hak_release_schedule_swept(hak_superslab_t *ss) {
   if (!HAK_DIRTY(atomic_load(&ss->dirty))) return;
   ss_deadline(ss, hak_os_now_ms());
   hak_purger_notify();
@@ -135,7 +137,10 @@ bool hak_release_purge_units(hak_superslab_t *ss, uint32_t mask) {
  * force); dirty units without a deadline get one. Returns the deadline
  * still pending, 0 if none. */
 static uint64_t sweep(hak_superslab_t *ss, uint64_t now, bool force, int *released) {
-  if (!HAK_DIRTY(atomic_load(&ss->dirty))) return 0;
+  if (!HAK_DIRTY(atomic_load(&ss->dirty))) {
+    hak_superslab_unlend(ss);   /* nothing a guest could take */
+    return 0;
+  }
   uint64_t due = atomic_load(&ss->purge_at);
   if (!force && due > now) return due;
   if (force || due) {
@@ -160,6 +165,7 @@ int hak_release_purge(hak_heap_t *h, hak_purge_t how) {
   uint64_t now = hak_os_now_ms();
   uint64_t next = 0;
   int released = 0;
+  hak_superslab_sort(h);
   hak_superslab_t *ss = h->superslabs;
   while (ss) {
     hak_superslab_t *following = ss->next;

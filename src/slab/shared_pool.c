@@ -103,12 +103,12 @@ bool hak_shared_pool_keeps_pages(void) {
  * stay resident for WARM_MS if its thread leaves its heap (leaving), else
  * for the purge delay, as they would have in the heap. */
 void hak_shared_pool_push(hak_superslab_t *ss, bool leaving) {
-  ss->owner = NULL;
+  HAK_STORE_SHARED(ss->owner, NULL);   /* guests look at it (superslab.c) */
   if (hak_in_arena((uintptr_t)ss) && purger_sweeps()) {
     if (atomic_load_explicit(&pooled, memory_order_relaxed)) pool_scan();
     uint64_t warm = leaving ? WARM_MS : hak_release_delay();
     atomic_store_explicit(&ss->warm_until, (uint32_t)(hak_os_now_ms() + warm), memory_order_relaxed);
-    hak_release_schedule_pooled(ss);
+    hak_release_schedule_swept(ss);
   } else {
     close_dirty(ss);
     hak_os_decommit((char *)ss + HAK_SS_HEADER, HAK_SS_SIZE - HAK_SS_HEADER);

@@ -1,7 +1,29 @@
-/* SuperSlabs and the slabs carved from them. A SuperSlab belongs to one heap;
- * only that heap carves, fills and releases its slabs, so none of this needs
- * atomics (blocks freed by other threads reach the heap's inbox, heap.c). */
+/* SuperSlabs and the slabs carved from them. A SuperSlab belongs to one
+ * heap, its host, which keeps it on its list and alone pools it when it is
+ * wholly free. A slab belongs to the heap that carved it, which alone fills
+ * and releases it (blocks freed by other threads reach that heap's inbox,
+ * heap.c): the host's, or a guest's, carved from free units whose pages
+ * are resident when the guest's own SuperSlabs had none
+ * (docs/design/thread-memory.md, "Free units lent between heaps"). The free
+ * units word is the one they share: a run is claimed by a compare-and-swap
+ * and released by an atomic or. */
 #include "internal.h"
+
+/* The free units of ss: acquire, so that a claim of a run sees what the
+ * heap that released it wrote of its units (touched, span_class). */
+static uint32_t free_of(hak_superslab_t *ss) { return atomic_load_explicit(&ss->free_units, memory_order_acquire); }
+
+/* The wholly free ss leaves every heap's reach: its free units word goes
+ * from all to none, so that no guest claims a run of it any more. False if
+ * a unit of it is in use. */
+static bool ss_close(hak_superslab_t *ss) {
+  uint32_t all = HAK_UNITS_ALL;
+  return atomic_compare_exchange_strong_explicit(&ss->free_units, &all, 0, memory_order_acquire, memory_order_relaxed);
+}
+
+static void unit_bytes_set(uint8_t *bytes, uint8_t v) {
+  for (unsigned u = 0; u < HAK_UNITS; u++) HAK_STORE_SHARED(bytes[u], v);
+}
 
 static void ss_list_push(hak_superslab_t **list, hak_superslab_t *ss) {
   ss->prev = NULL;
@@ -17,17 +39,26 @@ static void ss_list_remove(hak_superslab_t **list, hak_superslab_t *ss) {
   ss->next = ss->prev = NULL;
 }
 
+/* Every SuperSlab of from pushed on list, from's first last. */
+static void ss_list_push_all(hak_superslab_t **list, hak_superslab_t **from) {
+  while (*from) {
+    hak_superslab_t *ss = *from;
+    ss_list_remove(from, ss);
+    ss_list_push(list, ss);
+  }
+}
+
 /* Unlink from heap a, whose thread exited (the caller holds it, heap.c),
  * an empty SuperSlab whose units may have pages resident (dirty) and that
  * no sweep is decommitting, for another heap to take with those pages; one
  * whose pages are all dropped is no better than the shared pool's. NULL if
  * a has none. */
 hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a) {
-  for (hak_superslab_t *ss = a->superslabs; ss && ss->free_units; ss = ss->next) {
+  for (hak_superslab_t *ss = a->superslabs; ss; ss = ss->next) {
     uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_relaxed);
-    if (ss->free_units == HAK_UNITS_ALL && HAK_DIRTY(w) && !HAK_PURGING(w)) {
+    if (free_of(ss) == HAK_UNITS_ALL && HAK_DIRTY(w) && !HAK_PURGING(w) && ss_close(ss)) {
       ss_list_remove(&a->superslabs, ss);
-      a->empty_superslabs--;
+      if (a->empty_superslabs) a->empty_superslabs--;
       return ss;
     }
   }
@@ -53,15 +84,16 @@ static void slabs_reset(hak_slab_t *s) {
   }
 }
 
-/* Make the empty SuperSlab ss heap h's, first in its list (ones with free
- * units first). */
+/* Make the empty SuperSlab ss, closed (ss_close, or never opened), heap
+ * h's, first in its list (ones with free units first); its units are open
+ * to claims once all else is set. */
 static hak_superslab_t *ss_adopt(hak_heap_t *h, hak_superslab_t *ss) {
-  ss->owner = h;
-  memset(ss->taken_gen, (uint8_t)(h->gen - 1), sizeof ss->taken_gen);   /* its slabs were an earlier thread's */
+  HAK_STORE_SHARED(ss->owner, h);
+  unit_bytes_set(ss->taken_gen, (uint8_t)(h->gen - 1));   /* its slabs were an earlier thread's */
   slabs_reset(hak_ss_slabs(ss));
-  ss->free_units = HAK_UNITS_ALL;
   ss_list_push(&h->superslabs, ss);
   h->empty_superslabs++;
+  atomic_store_explicit(&ss->free_units, HAK_UNITS_ALL, memory_order_release);
   return ss;
 }
 
@@ -80,7 +112,7 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   if (ss) {
     if (HAK_DIRTY(atomic_load_explicit(&ss->dirty, memory_order_acquire))) return ss_take_warm(h, ss);
     /* decommitted: what its units held and their deadlines are past */
-    memset(ss->span_class, 0, sizeof ss->span_class);
+    unit_bytes_set(ss->span_class, 0);
     atomic_store_explicit(&ss->purge_at, 0, memory_order_relaxed);
     atomic_store_explicit(&ss->aged, 0, memory_order_relaxed);
     atomic_store_explicit(&ss->purged, 0, memory_order_relaxed);
@@ -97,13 +129,34 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   return ss_adopt(h, ss);
 }
 
+/* h's list of SuperSlabs in order again, those with free units first,
+ * and its count of the wholly free ones: guests' claims and releases
+ * change its SuperSlabs' free units without either. At each purge, and
+ * before a new slab when a guest filled one or gave units back to a full
+ * one (h->unsorted). */
+void hak_superslab_sort(hak_heap_t *h) {
+  hak_superslab_t *room = NULL, *full = NULL, *next;
+  uint32_t empty = 0;
+  for (hak_superslab_t *ss = h->superslabs; ss; ss = next) {
+    next = ss->next;
+    uint32_t f = free_of(ss);
+    empty += f == HAK_UNITS_ALL;
+    ss_list_push(f ? &room : &full, ss);
+  }
+  h->superslabs = NULL;
+  ss_list_push_all(&h->superslabs, &full);
+  ss_list_push_all(&h->superslabs, &room);
+  h->empty_superslabs = empty;
+}
+
 /* Unlink an empty SuperSlab from its heap and hand it to the shared pool
  * (leaving: its thread exits, hak_shared_pool_push); false (it stays)
- * while a sweep is decommitting some of its units. */
+ * while a sweep is decommitting some of its units, or if a guest took a
+ * run of it meanwhile. */
 bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss, bool leaving) {
-  if (HAK_PURGING(atomic_load(&ss->dirty))) return false;
+  if (HAK_PURGING(atomic_load(&ss->dirty)) || !ss_close(ss)) return false;
   ss_list_remove(&h->superslabs, ss);
-  h->empty_superslabs--;
+  if (h->empty_superslabs) h->empty_superslabs--;
   hak_shared_pool_push(ss, leaving);
   return true;
 }
@@ -123,8 +176,9 @@ static uint32_t run_starts(uint32_t avail, unsigned units, bool tiny) {
   return m;
 }
 
-/* Of the run starts m (run_starts) for a slab of class cls, the first unit
- * of the run to take, or -1. With same_class, only a run that last held a
+/* Of the run starts m (run_starts) of ss for a slab of class cls, the
+ * first unit of the run heap h takes, or -1 (h NULL: a guest's, which
+ * ranks units by their pages touched only). With same_class, only a run that last held a
  * slab of cls and whose pages may still be resident (dirty): the blocks it
  * hands out then fall on the pages that class touched before, where another
  * class would touch others (a heap that threads adopt one after another
@@ -143,12 +197,12 @@ static uint32_t run_starts(uint32_t avail, unsigned units, bool tiny) {
  * longer slabs need (memory mid peaked 3% higher when runs of any length
  * went by their touched pages). *rank, where asked, orders the runs so
  * found (higher is preferred). */
-static int find_span(const hak_superslab_t *ss, uint32_t m, uint32_t dirty, unsigned cls, unsigned units,
-                     bool same_class, unsigned *rank) {
+static int find_span(const hak_heap_t *h, const hak_superslab_t *ss, uint32_t m, uint32_t dirty, unsigned cls,
+                     unsigned units, bool same_class, unsigned *rank) {
   if (same_class) {
     for (uint32_t c = m & dirty; c; c &= c - 1) {
       unsigned u = (unsigned)__builtin_ctz(c);
-      if (ss->span_class[u] == cls + 1) return (int)u;
+      if (HAK_LOAD_SHARED(ss->span_class[u]) == cls + 1) return (int)u;
     }
     return -1;
   }
@@ -156,17 +210,17 @@ static int find_span(const hak_superslab_t *ss, uint32_t m, uint32_t dirty, unsi
   int best = __builtin_ctz(m);
   unsigned most = 0;
   if (units == 1) {
-    const hak_heap_t *h = ss->owner;
     for (uint32_t c = m & dirty; c; c &= c - 1) {
       unsigned u = (unsigned)__builtin_ctz(c);
-      unsigned score = (unsigned)(uint8_t)(h->gen - ss->taken_gen[u]) << 8 | ss->touched[u];
+      unsigned age = h ? (uint8_t)(h->gen - HAK_LOAD_SHARED(ss->taken_gen[u])) : 0;
+      unsigned score = age << 8 | HAK_LOAD_SHARED(ss->touched[u]);
       if (score > most) {
         most = score;
         best = (int)u;
       }
     }
   } else if (dirty >> best & 1) {
-    most = ss->touched[best];
+    most = HAK_LOAD_SHARED(ss->touched[best]);
   }
   if (rank) *rank = most;
   return best;
@@ -176,59 +230,86 @@ static int find_span(const hak_superslab_t *ss, uint32_t m, uint32_t dirty, unsi
  * units not decommitted since (dirty)? */
 static bool run_warm(const hak_superslab_t *ss, unsigned u, unsigned units, uint32_t dirty) {
   unsigned pages = 0;
-  for (uint32_t d = dirty & span_mask(u, units); d; d &= d - 1) pages += ss->touched[__builtin_ctz(d)];
+  for (uint32_t d = dirty & span_mask(u, units); d; d &= d - 1)
+    pages += HAK_LOAD_SHARED(ss->touched[__builtin_ctz(d)]);
   return pages * 2 >= units * (HAK_UNIT_SIZE / HAK_PAGE_BYTES);
 }
 
 /* Unit u, dirty, whose last slab was of another class and began under an
- * earlier thread of the heap, is taken for a slab of class cls (one unit):
- * the pages beyond those the class's first refill carves go back to the
- * OS, since they follow the depth the other class reached, not this one's
- * (find_span). Units that pass between classes within one thread keep
- * their pages: a thread that cycles through sizes would fault them in
- * again at every turn (memory mid ran at 0.42x). */
+ * earlier thread of the heap (or in another heap), is taken for a slab of
+ * class cls (one unit): the pages beyond those the class's first refill
+ * carves go back to the OS, since they follow the depth the other class
+ * reached, not this one's (find_span). Units that pass between classes
+ * within one thread keep their pages: a thread that cycles through sizes
+ * would fault them in again at every turn (memory mid ran at 0.42x). */
 static void unit_trim(hak_superslab_t *ss, unsigned u, unsigned cls) {
   size_t at = u == 0 ? HAK_SS_HEADER : 0, need = at + (size_t)hak_refill_first(cls) * hak_class_size[cls];
-  unsigned keep = (unsigned)((need + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES);
-  if (ss->touched[u] <= keep) return;
+  unsigned keep = (unsigned)((need + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES), touched = HAK_LOAD_SHARED(ss->touched[u]);
+  if (touched <= keep) return;
   hak_os_decommit((char *)ss + ((uintptr_t)u << HAK_UNIT_SHIFT) + (uintptr_t)keep * HAK_PAGE_BYTES,
-                  (size_t)(ss->touched[u] - keep) * HAK_PAGE_BYTES);
-  ss->touched[u] = (uint8_t)keep;
+                  (size_t)(touched - keep) * HAK_PAGE_BYTES);
+  HAK_STORE_SHARED(ss->touched[u], (uint8_t)keep);
 }
 
 /* Which runs claim_span takes: one that last held the class and may still
  * be resident, the run find_span prefers if half its pages may be
- * (run_warm), or that run whatever its pages. */
-typedef enum { RUN_SAME_CLASS, RUN_WARM, RUN_ANY } run_want_t;
+ * (run_warm), that run whatever its pages, or (a guest, in another heap's
+ * SuperSlab) a run of units all dirty of which half the pages may be. */
+typedef enum { RUN_SAME_CLASS, RUN_WARM, RUN_ANY, RUN_LENT } run_want_t;
 
-/* Take a run of units of ss for class cls (find_span, as want asks) that
- * no sweep is decommitting out of the dirty word (types.h); its first
- * unit, or -1.
- * Units that are not dirty need no atomic operation: only the owner makes
- * units dirty, and a sweep claims only dirty ones. Decommitted units among
- * them are reported as taken back (release.c), whatever the other units of
- * the run were. */
-static int claim_span(hak_superslab_t *ss, unsigned cls, unsigned units, bool tiny, run_want_t want) {
+/* The dirty bits of the units of span, just claimed, cleared: the ones
+ * that were set. A sweep may have claimed some of them meanwhile (the
+ * claimer's view of the dirty word was older than its claim of the free
+ * bits): those are waited for, and are clean once it is done. */
+static uint32_t take_dirty(hak_superslab_t *ss, uint32_t span) {
   uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
   for (;;) {
-    uint32_t m = run_starts(ss->free_units & ~HAK_PURGING(w), units, tiny);
-    int u = find_span(ss, m, HAK_DIRTY(w), cls, units, want == RUN_SAME_CLASS, NULL);
+    if (HAK_PURGING(w) & span) {
+      hak_os_yield();
+      w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
+      continue;
+    }
+    uint32_t d = HAK_DIRTY(w) & span;
+    if (!d || atomic_compare_exchange_weak_explicit(&ss->dirty, &w, w & ~(uint64_t)d, memory_order_acquire,
+                                                    memory_order_acquire))
+      return d;
+  }
+}
+
+/* Take a run of units of ss for class cls, for heap h (find_span, as want
+ * asks), out of the free units word with one compare-and-swap, and then
+ * out of the dirty word (types.h); its first unit, or -1. *was is the free
+ * units word the claim changed. Units no sweep was decommitting are looked
+ * for; decommitted units among those taken are reported as taken back
+ * (release.c), whatever the other units of the run were. */
+static int claim_span(hak_heap_t *h, hak_superslab_t *ss, unsigned cls, unsigned units, bool tiny, run_want_t want,
+                      uint32_t *was) {
+  bool guest = want == RUN_LENT;
+  uint32_t f = free_of(ss);
+  for (;;) {
+    uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
+    uint32_t avail = f & ~HAK_PURGING(w) & (guest ? HAK_DIRTY(w) : HAK_UNITS_ALL);
+    uint32_t m = run_starts(avail, units, tiny);
+    int u = find_span(guest ? NULL : h, ss, m, HAK_DIRTY(w), cls, units, want == RUN_SAME_CLASS, NULL);
     if (u < 0) return -1;
     uint32_t span = span_mask((unsigned)u, units);
-    if (want == RUN_WARM && !run_warm(ss, (unsigned)u, units, HAK_DIRTY(w))) return -1;
+    if ((want == RUN_WARM || guest) && !run_warm(ss, (unsigned)u, units, HAK_DIRTY(w))) return -1;
+    if (guest && f == HAK_UNITS_ALL) return -1;   /* its host's to keep or to pool */
+    if (!atomic_compare_exchange_weak_explicit(&ss->free_units, &f, f & ~span, memory_order_acquire,
+                                               memory_order_acquire))
+      continue;
+    *was = f;
+    uint32_t d = take_dirty(ss, span);
     for (unsigned i = (unsigned)u; i < (unsigned)u + units; i++)   /* a clean unit has no page resident */
-      if (!(HAK_DIRTY(w) >> i & 1)) ss->touched[i] = 0;
-    if (w & span) {
-      if (!atomic_compare_exchange_weak_explicit(&ss->dirty, &w, w & ~(uint64_t)span, memory_order_acquire,
-                                                 memory_order_acquire))
-        continue;
-      atomic_fetch_and_explicit(&ss->aged, ~span, memory_order_relaxed);
-    }
+      if (!(d >> i & 1)) HAK_STORE_SHARED(ss->touched[i], 0);
+    if (atomic_load_explicit(&ss->aged, memory_order_relaxed) & d)
+      atomic_fetch_and_explicit(&ss->aged, ~d, memory_order_relaxed);
     if (atomic_load_explicit(&ss->purged, memory_order_relaxed) & span) {
       atomic_fetch_and_explicit(&ss->purged, ~span, memory_order_relaxed);
       hak_release_retaken(atomic_load_explicit(&ss->purged_at, memory_order_relaxed));
     }
-    if (units == 1 && w & span && ss->span_class[u] != cls + 1 && ss->taken_gen[u] != ss->owner->gen)
+    if (units == 1 && d && HAK_LOAD_SHARED(ss->span_class[u]) != cls + 1 &&
+        (guest || HAK_LOAD_SHARED(ss->taken_gen[u]) != h->gen))
       unit_trim(ss, (unsigned)u, cls);
     return u;
   }
@@ -250,15 +331,16 @@ static hak_superslab_t *ss_survey(hak_heap_t *h, unsigned cls, unsigned units, b
   hak_superslab_t *same = NULL;
   unsigned most = 0, rank;
   *best = NULL;
-  for (hak_superslab_t *x = h->superslabs; x && x->free_units; x = x->next) {
+  uint32_t f;
+  for (hak_superslab_t *x = h->superslabs; x && (f = free_of(x)); x = x->next) {
     uint64_t w = atomic_load_explicit(&x->dirty, memory_order_relaxed);
-    uint32_t m = run_starts(x->free_units & ~HAK_PURGING(w), units, tiny);
+    uint32_t m = run_starts(f & ~HAK_PURGING(w), units, tiny);
     if (!m) continue;
-    if (!same && find_span(x, m, HAK_DIRTY(w), cls, units, true, NULL) >= 0) {
+    if (!same && find_span(h, x, m, HAK_DIRTY(w), cls, units, true, NULL) >= 0) {
       same = x;
       if (stop) break;
     }
-    if (find_span(x, m, HAK_DIRTY(w), cls, units, false, &rank) >= 0 &&
+    if (find_span(h, x, m, HAK_DIRTY(w), cls, units, false, &rank) >= 0 &&
         (!*best || rank > most || (rank == most && x < *best))) {
       *best = x;
       most = rank;
@@ -267,13 +349,73 @@ static hak_superslab_t *ss_survey(hak_heap_t *h, unsigned cls, unsigned units, b
   return same;
 }
 
+/* Lendable SuperSlabs of the arena: a bit per slot, set when a slab of it
+ * is released (its units are dirty), cleared by a sweep that finds no
+ * dirty unit there (release.c), not by the guests that pass it over, so
+ * that heaps releasing slabs mostly find their bit set already and only
+ * read the word. A hint: a claim confirms it. */
+static _Atomic uint64_t lendable[(HAK_ARENA_SIZE >> HAK_SS_SHIFT) / 64];
+#define LENT_LOOKS 8    /* SuperSlabs with dirty free units a guest looks at for a run, at most */
+#define LENT_SEEN 64    /* and SuperSlabs whose bit is set */
+
+static void lendable_set(hak_superslab_t *ss, bool on) {
+  if (!hak_in_arena((uintptr_t)ss)) return;
+  size_t i = ((uintptr_t)ss - hak_arena_base) >> HAK_SS_SHIFT;
+  uint64_t bit = 1ull << (i % 64);
+  if (!(atomic_load_explicit(&lendable[i / 64], memory_order_relaxed) & bit) == !on) return;
+  if (on) atomic_fetch_or_explicit(&lendable[i / 64], bit, memory_order_relaxed);
+  else atomic_fetch_and_explicit(&lendable[i / 64], ~bit, memory_order_relaxed);
+}
+
+void hak_superslab_unlend(hak_superslab_t *ss) { lendable_set(ss, false); }
+
+/* A guest filled a SuperSlab of host's or gave units back to a full one:
+ * the host's walks, which stop at the first full SuperSlab of its list,
+ * would miss its free units until its next purge; it sorts the list
+ * before its next new slab (hak_slab_new). After a release the host may
+ * have pooled the SuperSlab since: heaps are never unmapped. */
+static void host_unsorted(hak_heap_t *host) {
+  if (!atomic_load_explicit(&host->unsorted, memory_order_relaxed))
+    atomic_store_explicit(&host->unsorted, 1, memory_order_release);
+}
+
+/* A run for a slab of class cls, for heap h, of units all dirty in a
+ * SuperSlab of another heap of the arena, in use by some of its slabs
+ * (lendable): h is its guest (docs/design/thread-memory.md, "Free units
+ * lent between heaps"). Only while the background purger runs, which
+ * sweeps every SuperSlab of the arena: the units h releases there reach
+ * no deadline of its own. Never in the secure build, whose threads' blocks
+ * lie in SuperSlabs of their own at random places (docs/secure.md). The
+ * SuperSlab, its first unit in *u; NULL if none. */
+static hak_superslab_t *lent_span(hak_heap_t *h, unsigned cls, unsigned units, bool tiny, int *u, uint32_t *was) {
+  if (HAK_SECURE || atomic_load_explicit(&hak_purger_state, memory_order_relaxed) != PURGER_RUNNING) return NULL;
+  size_t n = hak_arena_used();
+  unsigned looks = 0, seen = 0;
+  for (size_t w = 0; w * 64 < n; w++) {
+    for (uint64_t bits = atomic_load_explicit(&lendable[w], memory_order_relaxed); bits; bits &= bits - 1) {
+      size_t i = w * 64 + (size_t)__builtin_ctzll(bits);
+      hak_superslab_t *ss = hak_arena_superslab(i);
+      if (!ss || HAK_LOAD_SHARED(ss->owner) == h) continue;
+      if (++seen == LENT_SEEN) return NULL;
+      if (!(free_of(ss) & HAK_DIRTY(atomic_load_explicit(&ss->dirty, memory_order_relaxed)))) continue;
+      if ((*u = claim_span(h, ss, cls, units, tiny, RUN_LENT, was)) >= 0) return ss;
+      if (++looks == LENT_LOOKS) return NULL;
+    }
+  }
+  return NULL;
+}
+
 /* A new slab of class cls: units that last held the class and may still
  * be resident, in the first SuperSlab of the heap's list that has some;
  * else the run find_span prefers (a dirty unit of another class, the
  * lowest run) of the SuperSlab where find_span ranks it first, the
  * lowest-addressed of those, if half its pages may be resident; else
  * an empty SuperSlab with pages resident of a heap whose thread exited;
- * else that run; else a SuperSlab from the pool or the arena.
+ * else that run of its own; else a run with pages resident in another
+ * heap's SuperSlab (lent_span), where a SuperSlab from the pool or the
+ * arena would come next (before the run of its own, the hosts whose
+ * units the guests took faulted in others: memory threads' page faults
+ * went from 6k to 26k, its time 1.2x).
  * The walk ends at the first SuperSlab with units of the class; when
  * there is none, every SuperSlab with room is looked at for the
  * preferred run, so that a batch of one size does not go to a fresh
@@ -282,38 +424,46 @@ static hak_superslab_t *ss_survey(hak_heap_t *h, unsigned cls, unsigned units, b
 hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   unsigned units = hak_class_units[cls];
   bool tiny = cls < HAK_TINY_CLASSES;
+  uint32_t was = 0;
+  if (atomic_load_explicit(&h->unsorted, memory_order_relaxed) &&
+      atomic_exchange_explicit(&h->unsorted, 0, memory_order_acquire))
+    hak_superslab_sort(h);
   hak_superslab_t *best, *ss = ss_survey(h, cls, units, tiny, true, &best);
-  int u = ss ? claim_span(ss, cls, units, tiny, RUN_SAME_CLASS) : -1;
+  int u = ss ? claim_span(h, ss, cls, units, tiny, RUN_SAME_CLASS, &was) : -1;
   if (u < 0) {
     if (ss) ss_survey(h, cls, units, tiny, false, &best);   /* a sweep took the run: all of them */
     ss = NULL;
-    if (best && (u = claim_span(best, cls, units, tiny, RUN_WARM)) >= 0) ss = best;
-    else if ((ss = hak_heap_reclaim_superslab())) u = claim_span(ss_take_warm(h, ss), cls, units, tiny, RUN_ANY);
-    else if (best && (u = claim_span(best, cls, units, tiny, RUN_ANY)) >= 0) ss = best;
+    if (best && (u = claim_span(h, best, cls, units, tiny, RUN_WARM, &was)) >= 0) ss = best;
+    else if ((ss = hak_heap_reclaim_superslab())) u = claim_span(h, ss_take_warm(h, ss), cls, units, tiny, RUN_ANY, &was);
+    else if (best && (u = claim_span(h, best, cls, units, tiny, RUN_ANY, &was)) >= 0) ss = best;
+    else ss = lent_span(h, cls, units, tiny, &u, &was);
     if (u < 0) {
       if (!(ss = ss_acquire(h))) return NULL;
-      while ((u = claim_span(ss, cls, units, tiny, RUN_ANY)) < 0)
+      while ((u = claim_span(h, ss, cls, units, tiny, RUN_ANY, &was)) < 0)
         hak_os_yield();   /* a sweep is decommitting some units of an empty pooled one (shared_pool.c) */
     }
   }
   if (cls >= HAK_CACHED_CLASSES) h->span_freed = 0;
   for (unsigned i = 0; i < units; i++) {
-    ss->span_class[u + (int)i] = (uint8_t)(i ? 0 : cls + 1);
-    ss->taken_gen[u + (int)i] = h->gen;
+    HAK_STORE_SHARED(ss->span_class[u + (int)i], (uint8_t)(i ? 0 : cls + 1));
+    HAK_STORE_SHARED(ss->taken_gen[u + (int)i], h->gen);
   }
-  if (ss->free_units == HAK_UNITS_ALL) h->empty_superslabs--;
   uint32_t span = span_mask((unsigned)u, units);
-  ss->free_units &= ~span;
-  if (!ss->free_units && ss->next) {   /* full: move behind the ones with room */
-    hak_superslab_t *last = ss->next;
-    while (last->next) last = last->next;
-    ss_list_remove(&h->superslabs, ss);
-    last->next = ss;
-    ss->prev = last;
+  if (ss->owner == h) {
+    if (was == HAK_UNITS_ALL && h->empty_superslabs) h->empty_superslabs--;
+    if (!(was & ~span) && ss->next) {   /* full: move behind the ones with room */
+      hak_superslab_t *last = ss->next;
+      while (last->next) last = last->next;
+      ss_list_remove(&h->superslabs, ss);
+      last->next = ss;
+      ss->prev = last;
+    }
+  } else if (!(was & ~span)) {
+    host_unsorted(ss->owner);
   }
 
   bool zero = true;
-  for (unsigned i = 0; i < units; i++) zero &= ss->touched[u + (int)i] == 0;
+  for (unsigned i = 0; i < units; i++) zero &= HAK_LOAD_SHARED(ss->touched[u + (int)i]) == 0;
   uint32_t bs = hak_class_size[cls];
   uint32_t start = u == 0 ? HAK_SS_HEADER : (uint32_t)u << HAK_UNIT_SHIFT;
   uint32_t bytes = slab_end((unsigned)u, units) - start;
@@ -341,6 +491,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   atomic_store_explicit(&ss->absent[u], 0, memory_order_relaxed);
   ss->absent_at[u] = 0;
   hak_slab_list_push(&h->warm[cls], s);
+  h->listed[cls / 64] |= 1ull << (cls % 64);
   HAK_COUNT(h->counters[cls].slabs, 1);
   if (HAK_STAT) hak_stats_slab_bytes(cls, (int64_t)bytes);
   /* A span class's slab, new for each of its blocks, counts a quarter of
@@ -354,9 +505,10 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
  * keep what tells its blocks, types.h). */
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   hak_slab_list_remove(s->in_full ? &h->full[s->cls] : &h->warm[s->cls], s);
+  if (!h->warm[s->cls] && !h->full[s->cls]) h->listed[s->cls / 64] &= ~(1ull << (s->cls % 64));
   hak_superslab_t *ss = hak_slab_ss(s);
   unsigned u = (unsigned)(s - hak_ss_slabs(ss));
-  unsigned units = s->units;
+  unsigned units = s->units, cls = s->cls;   /* s is another heap's to carve once its units are free */
   HAK_COUNT(h->counters[s->cls].slabs, -1);
   if (HAK_STAT) hak_stats_slab_bytes(s->cls, -(int64_t)((uintptr_t)ss + slab_end(u, units) - s->start));
   for (unsigned i = 0; i < units; i++) {
@@ -370,21 +522,33 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
     atomic_store_explicit(&ss->absent[u], 0, memory_order_relaxed);
   }
   s->free_low = 0;
-  if (!ss->free_units && ss->prev) {   /* it has room again: move to the front */
-    ss_list_remove(&h->superslabs, ss);
-    ss_list_push(&h->superslabs, ss);
-  }
-  uint32_t span = span_mask(u, units);
-  ss->free_units |= span;
-  atomic_fetch_or(&ss->dirty, span);
-  if (ss->free_units == HAK_UNITS_ALL) h->empty_superslabs++;
   /* Span slabs released in a row beyond the BigCache's budget go back to
    * the OS at once, as the large blocks the BigCache had no room for: a
    * program that frees its big blocks at the end of a phase does not keep
    * them for the purge delay. */
-  if (s->cls >= HAK_CACHED_CLASSES &&
-      (h->span_freed += (uint64_t)units << HAK_UNIT_SHIFT) > (uint64_t)hak_opt(hak_option_bigcache_budget))
-    hak_release_purge_units(ss, span);
+  bool now = cls >= HAK_CACHED_CLASSES &&
+             (h->span_freed += (uint64_t)units << HAK_UNIT_SHIFT) > (uint64_t)hak_opt(hak_option_bigcache_budget);
+  /* Dirty before free: a claim of the units finds them dirty (their pages
+   * may be resident: not zero) unless a sweep decommitted them since. Read
+   * while the units are still in use, when no heap may pool the SuperSlab. */
+  uint32_t span = span_mask(u, units);
+  hak_heap_t *host = ss->owner;
+  atomic_fetch_or(&ss->dirty, span);
+  if (host != h) {   /* a guest's: all it does is done before the units are free */
+    if (now) hak_release_purge_units(ss, span);
+    hak_release_schedule_swept(ss);
+    lendable_set(ss, true);
+    if (!atomic_fetch_or_explicit(&ss->free_units, span, memory_order_release)) host_unsorted(host);
+    return;
+  }
+  uint32_t was = atomic_fetch_or_explicit(&ss->free_units, span, memory_order_release);
+  if (!was && ss->prev) {   /* it has room again: move to the front */
+    ss_list_remove(&h->superslabs, ss);
+    ss_list_push(&h->superslabs, ss);
+  }
+  if ((was | span) == HAK_UNITS_ALL) h->empty_superslabs++;
+  lendable_set(ss, true);
+  if (now) hak_release_purge_units(ss, span);
   hak_release_schedule(h, ss);
 }
 
