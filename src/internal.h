@@ -185,7 +185,6 @@ void hak_slab_put_local(hak_heap_t *h, void *p);
 void hak_slab_put_moved(hak_heap_t *h, hak_slab_t *s);
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s);
 bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss, bool leaving);
-void hak_superslab_sort(hak_heap_t *h);   /* those with free units first, empty ones counted */
 void hak_superslab_unlend(hak_superslab_t *ss);   /* no dirty unit: no guest looks at it */
 hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a);
 

@@ -200,22 +200,27 @@ typedef struct hak_slab_link_s {
   hak_slab_t *next, *prev;
 } hak_slab_link_t;
 
-/* A SuperSlab's header. Its owner (the host) keeps it on its list, and
- * alone pools it or gives it to another heap when it is wholly free; the
- * host, and another heap that finds a run of its free units with pages
- * resident when its own SuperSlabs have none (a guest), carve slabs from
- * its free units; the heap of each slab releases it. Any thread may
- * decommit its free units (a sweep: the background purger, malloc_trim, a
- * heap's own purge), through the dirty word:
- *   low 32 bits   free units whose pages may be resident, and that a sweep
- *                 may claim: the heap that releases a slab sets them before
- *                 the units' free bits, the heap that claims a run clears
- *                 them after their free bits;
- *   high 32 bits  units a sweep has claimed and is decommitting: a heap
- *                 that claimed one waits until the sweep clears them.
- * A sweep moves bits from low to high with one compare-and-swap, so no
- * heap carves a unit whose pages are being dropped, and no sweep ever
- * drops a unit in use. purge_at is the next deadline of the dirty units: set
+/* A SuperSlab's header. Its owner (the host) keeps it on its list, carves
+ * slabs from its free units, and alone pools it or gives it to another
+ * heap when it is wholly free; another heap that finds a run of its dirty
+ * free units when its own SuperSlabs have none (a guest) carves a slab
+ * there too; the heap of each slab releases it. Any thread may decommit its
+ * free units (a sweep: the background purger, malloc_trim, a heap's own
+ * purge). Two bits per unit in the dirty word, low half and high half:
+ *   1 0   free, pages may be resident (dirty): the host, a guest or a
+ *         sweep may take it, with one compare-and-swap;
+ *   0 1   a sweep took it and is decommitting it;
+ *   1 1   a guest's slab holds it (lent: the host's free units word
+ *         still counts it free);
+ *   0 0   clean (no page resident) if the host's word has it free, which
+ *         only the host takes, else in a slab of the host's.
+ * The host's release sets the low bit (one atomic or), a guest's clears
+ * the high one (one atomic and), so no heap carves a unit whose pages are
+ * being dropped, and no sweep ever drops a unit in use. A SuperSlab that
+ * leaves its host (pooled, or given to another heap) is closed first: its
+ * epoch turns odd, and stays so if no unit is held (superslab.c's
+ * ss_close); a guest's claim stands if the epoch it read before it is the
+ * same after. purge_at is the next deadline of the dirty units: set
  * by whoever finds dirty units without one, cleared or moved on by the sweep
  * that serves it. A deadline decommits the units that were dirty at the
  * previous one too (aged), and ages the others: a unit goes back to the OS
@@ -226,11 +231,9 @@ typedef struct hak_slab_link_s {
 typedef struct hak_superslab_s {
   struct hak_heap_s *owner;              /* the host: the heap whose list it is on, NULL while pooled */
   struct hak_superslab_s *next, *prev;   /* owning heap's list */
-  _Atomic uint32_t free_units;   /* bit per free unit: a compare-and-swap clears a run's bits for
-                                    the heap that carves a slab there (the owner, or a guest:
-                                    docs/design/thread-memory.md, "Free units lent between heaps"),
-                                    an atomic or sets them when that heap releases the slab; 0 while
-                                    no heap owns it (pooled, or being adopted) */
+  uint32_t free_units;     /* bit per unit free or lent (see above): the host's, written by it
+                                only (docs/design/thread-memory.md, "Free units lent between
+                                heaps"), read by guests as a hint (HAK_LOAD_SHARED) */
   _Atomic uint32_t aged;   /* dirty units that were dirty at the last deadline already */
   _Atomic uint64_t dirty;  /* see above */
   _Atomic uint64_t purge_at;   /* ms, the dirty units' next deadline (see above), 0: none */
@@ -253,9 +256,11 @@ typedef struct hak_superslab_s {
   uint32_t absent_at[HAK_UNITS];   /* ms (low 32 bits) when the slab last gave pages back, or until
                                       when it gives none (its absent blocks were taken back soon after:
                                       a hold), 0: neither (owner only) */
+  _Atomic uint32_t epoch;          /* odd while closed: pooled, or passing between heaps (see above) */
 } hak_superslab_t;
-#define HAK_DIRTY(w)    ((uint32_t)(w))
-#define HAK_PURGING(w)  ((uint32_t)((w) >> 32))
+#define HAK_HELD(w)     ((uint32_t)((w) >> 32))                /* by a sweep or a guest */
+#define HAK_DIRTY(w)    ((uint32_t)(w) & ~HAK_HELD(w))        /* free, pages may be resident */
+#define HAK_PURGING(w)  (HAK_HELD(w) & ~(uint32_t)(w))         /* held by a sweep */
 
 _Static_assert(sizeof(hak_slab_t) == 64, "slab descriptor is one cache line");
 _Static_assert(sizeof(hak_superslab_t) <= HAK_SS_HEADER, "header fits its page");
@@ -347,8 +352,7 @@ typedef struct hak_heap_s {
   hak_superslab_t *superslabs;         /* owned; ones with free units first */
   uint64_t     span_freed;             /* bytes of span slabs released since it last took one (superslab.c) */
   uintptr_t    thread;                 /* hak_thread_id of the thread using the heap, 0: none */
-  uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free (guests' releases are
-                                          counted when it next sorts its list, superslab.c) */
+  uint32_t     empty_superslabs;       /* owned SuperSlabs with every unit free or lent */
   uint8_t      gen;                    /* threads that used the heap, mod 256 (superslab.c's find_span) */
   uint64_t     purge_at;               /* earliest SuperSlab purge deadline, 0: none */
   uint64_t     looks_at;               /* when its mid classes' slabs are next looked at for pages
@@ -385,8 +389,6 @@ typedef struct hak_heap_s {
   _Alignas(64) struct hak_heap_s *next_heap;   /* global list of heaps, never unlinked */
   _Atomic int  state;
   _Atomic uint64_t left_at;            /* ms when its last thread left it (heap.c) */
-  _Atomic uint8_t unsorted;            /* 1: a guest filled one of its SuperSlabs or gave units back
-                                          to a full one: its list is out of order (superslab.c) */
   _Alignas(64) _Atomic(uintptr_t) inbox[HAK_CLASSES];   /* hak_inbox_first, hak_inbox_blocks */
 } hak_heap_t;
 

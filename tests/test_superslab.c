@@ -264,7 +264,7 @@ static void *resident_thread(void *arg) {
   hak_superslab_t *low = NULL;
   for (hak_superslab_t *ss = h->superslabs; ss && ss->free_units; ss = ss->next) {
     uint64_t w = atomic_load(&ss->dirty);
-    uint32_t avail = ss->free_units & ~HAK_PURGING(w);
+    uint32_t avail = ss->free_units & ~HAK_HELD(w);
     if (avail && (!low || ss < low)) low = ss;
     for (uint32_t c = avail & HAK_DIRTY(w); c && n < 256; c &= c - 1) {
       unsigned u = (unsigned)__builtin_ctz(c);
@@ -272,7 +272,7 @@ static void *resident_thread(void *arg) {
       if (ss->touched[u] > most) most = ss->touched[u];
     }
   }
-  unsigned lowest = low ? (unsigned)__builtin_ctz(low->free_units & ~HAK_PURGING(atomic_load(&low->dirty))) : 0;
+  unsigned lowest = low ? (unsigned)__builtin_ctz(low->free_units & ~HAK_HELD(atomic_load(&low->dirty))) : 0;
   unsigned lowest_touched = 0;
   for (unsigned i = 0; i < n; i++)
     if (dirty[i].ss == low && dirty[i].unit == lowest) lowest_touched = dirty[i].touched;

@@ -65,7 +65,7 @@ static uint64_t ss_deadline(hak_superslab_t *ss, uint64_t now) {
 
 /* Is ss wholly empty, and one more than the keep its heap h may hold? */
 static bool extra_empty(const hak_heap_t *h, hak_superslab_t *ss, uint32_t keep) {
-  return atomic_load_explicit(&ss->free_units, memory_order_relaxed) == HAK_UNITS_ALL && h->empty_superslabs > keep;
+  return ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > keep;
 }
 
 /* Called by the owner after it made units of ss dirty (or emptied it). An
@@ -165,7 +165,6 @@ int hak_release_purge(hak_heap_t *h, hak_purge_t how) {
   uint64_t now = hak_os_now_ms();
   uint64_t next = 0;
   int released = 0;
-  hak_superslab_sort(h);
   hak_superslab_t *ss = h->superslabs;
   while (ss) {
     hak_superslab_t *following = ss->next;
@@ -242,7 +241,8 @@ void hak_release_forget_sweeps(void) {
     hak_superslab_t *ss = hak_arena_superslab(i);
     if (!ss) continue;
     uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_relaxed);
-    if (HAK_PURGING(w)) atomic_store_explicit(&ss->dirty, HAK_DIRTY(w) | HAK_PURGING(w), memory_order_relaxed);
+    uint64_t p = HAK_PURGING(w);   /* held by a sweep: free and dirty again; a guest's stay */
+    if (p) atomic_store_explicit(&ss->dirty, (w | p) & ~(p << 32), memory_order_relaxed);
   }
 }
 

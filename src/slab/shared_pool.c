@@ -22,12 +22,13 @@ static _Atomic(hak_superslab_t *) slots[HAK_SHARED_POOL_SLOTS];
 static _Atomic int pooled;
 
 /* Clear the dirty units of ss, an empty SuperSlab no heap owns, waiting
- * for a sweep that is decommitting some of them (types.h): once it is
- * clear, no sweep touches it. */
+ * for a sweep that is decommitting some of them, or a guest undoing a
+ * claim it made as ss closed (types.h): once it is clear, no sweep
+ * touches it. */
 static void close_dirty(hak_superslab_t *ss) {
   uint64_t w = atomic_load(&ss->dirty);
   for (;;) {
-    if (HAK_PURGING(w)) {
+    if (HAK_HELD(w)) {
       hak_os_yield();
       w = atomic_load(&ss->dirty);
     } else if (!w || atomic_compare_exchange_weak(&ss->dirty, &w, 0)) {

@@ -1,24 +1,24 @@
 /* SuperSlabs and the slabs carved from them. A SuperSlab belongs to one
- * heap, its host, which keeps it on its list and alone pools it when it is
- * wholly free. A slab belongs to the heap that carved it, which alone fills
- * and releases it (blocks freed by other threads reach that heap's inbox,
- * heap.c): the host's, or a guest's, carved from free units whose pages
- * are resident when the guest's own SuperSlabs had none
- * (docs/design/thread-memory.md, "Free units lent between heaps"). The free
- * units word is the one they share: a run is claimed by a compare-and-swap
- * and released by an atomic or. */
+ * heap, its host, which keeps it on its list, carves from its free units
+ * and alone pools it when it is wholly free. A slab belongs to the heap
+ * that carved it, which alone fills and releases it (blocks freed by other
+ * threads reach that heap's inbox, heap.c): the host's, or a guest's,
+ * carved from free units whose pages are resident when the guest's own
+ * SuperSlabs had none (docs/design/thread-memory.md, "Free units lent
+ * between heaps"). The free units word is the host's alone; a guest claims
+ * its run in the dirty word, as a sweep does (types.h). */
 #include "internal.h"
 
-/* The free units of ss: acquire, so that a claim of a run sees what the
- * heap that released it wrote of its units (touched, span_class). */
-static uint32_t free_of(hak_superslab_t *ss) { return atomic_load_explicit(&ss->free_units, memory_order_acquire); }
-
-/* The wholly free ss leaves every heap's reach: its free units word goes
- * from all to none, so that no guest claims a run of it any more. False if
- * a unit of it is in use. */
+/* The wholly free ss leaves every heap's reach (its host pools it or gives
+ * it to another heap): its epoch turns odd, and a guest whose claim of a
+ * run came first is seen holding it (the guest, its claim made, reads the
+ * epoch again, and undoes a claim made across a close). False if a unit
+ * of it is held: the epoch is even again. */
 static bool ss_close(hak_superslab_t *ss) {
-  uint32_t all = HAK_UNITS_ALL;
-  return atomic_compare_exchange_strong_explicit(&ss->free_units, &all, 0, memory_order_acquire, memory_order_relaxed);
+  atomic_fetch_add(&ss->epoch, 1);
+  if (!HAK_HELD(atomic_load(&ss->dirty))) return true;
+  atomic_fetch_add(&ss->epoch, 1);
+  return false;
 }
 
 static void unit_bytes_set(uint8_t *bytes, uint8_t v) {
@@ -39,15 +39,6 @@ static void ss_list_remove(hak_superslab_t **list, hak_superslab_t *ss) {
   ss->next = ss->prev = NULL;
 }
 
-/* Every SuperSlab of from pushed on list, from's first last. */
-static void ss_list_push_all(hak_superslab_t **list, hak_superslab_t **from) {
-  while (*from) {
-    hak_superslab_t *ss = *from;
-    ss_list_remove(from, ss);
-    ss_list_push(list, ss);
-  }
-}
-
 /* Unlink from heap a, whose thread exited (the caller holds it, heap.c),
  * an empty SuperSlab whose units may have pages resident (dirty) and that
  * no sweep is decommitting, for another heap to take with those pages; one
@@ -56,7 +47,7 @@ static void ss_list_push_all(hak_superslab_t **list, hak_superslab_t **from) {
 hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a) {
   for (hak_superslab_t *ss = a->superslabs; ss; ss = ss->next) {
     uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_relaxed);
-    if (free_of(ss) == HAK_UNITS_ALL && HAK_DIRTY(w) && !HAK_PURGING(w) && ss_close(ss)) {
+    if (ss->free_units == HAK_UNITS_ALL && HAK_DIRTY(w) && !HAK_HELD(w) && ss_close(ss)) {
       ss_list_remove(&a->superslabs, ss);
       if (a->empty_superslabs) a->empty_superslabs--;
       return ss;
@@ -85,15 +76,17 @@ static void slabs_reset(hak_slab_t *s) {
 }
 
 /* Make the empty SuperSlab ss, closed (ss_close, or never opened), heap
- * h's, first in its list (ones with free units first); its units are open
- * to claims once all else is set. */
+ * h's, first in its list (ones with free units first); guests may claim
+ * its units once all else is set (its epoch even). */
 static hak_superslab_t *ss_adopt(hak_heap_t *h, hak_superslab_t *ss) {
   HAK_STORE_SHARED(ss->owner, h);
   unit_bytes_set(ss->taken_gen, (uint8_t)(h->gen - 1));   /* its slabs were an earlier thread's */
   slabs_reset(hak_ss_slabs(ss));
+  HAK_STORE_SHARED(ss->free_units, HAK_UNITS_ALL);
   ss_list_push(&h->superslabs, ss);
   h->empty_superslabs++;
-  atomic_store_explicit(&ss->free_units, HAK_UNITS_ALL, memory_order_release);
+  atomic_store_explicit(&ss->epoch, (atomic_load_explicit(&ss->epoch, memory_order_relaxed) | 1) + 1,
+                        memory_order_release);
   return ss;
 }
 
@@ -129,32 +122,11 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
   return ss_adopt(h, ss);
 }
 
-/* h's list of SuperSlabs in order again, those with free units first,
- * and its count of the wholly free ones: guests' claims and releases
- * change its SuperSlabs' free units without either. At each purge, and
- * before a new slab when a guest filled one or gave units back to a full
- * one (h->unsorted). */
-void hak_superslab_sort(hak_heap_t *h) {
-  hak_superslab_t *room = NULL, *full = NULL, *next;
-  uint32_t empty = 0;
-  for (hak_superslab_t *ss = h->superslabs; ss; ss = next) {
-    next = ss->next;
-    uint32_t f = free_of(ss);
-    empty += f == HAK_UNITS_ALL;
-    ss_list_push(f ? &room : &full, ss);
-  }
-  h->superslabs = NULL;
-  ss_list_push_all(&h->superslabs, &full);
-  ss_list_push_all(&h->superslabs, &room);
-  h->empty_superslabs = empty;
-}
-
 /* Unlink an empty SuperSlab from its heap and hand it to the shared pool
  * (leaving: its thread exits, hak_shared_pool_push); false (it stays)
- * while a sweep is decommitting some of its units, or if a guest took a
- * run of it meanwhile. */
+ * while a sweep or a guest holds some of its units (ss_close). */
 bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss, bool leaving) {
-  if (HAK_PURGING(atomic_load(&ss->dirty)) || !ss_close(ss)) return false;
+  if (!ss_close(ss)) return false;
   ss_list_remove(&h->superslabs, ss);
   if (h->empty_superslabs) h->empty_superslabs--;
   hak_shared_pool_push(ss, leaving);
@@ -257,49 +229,39 @@ static void unit_trim(hak_superslab_t *ss, unsigned u, unsigned cls) {
  * SuperSlab) a run of units all dirty of which half the pages may be. */
 typedef enum { RUN_SAME_CLASS, RUN_WARM, RUN_ANY, RUN_LENT } run_want_t;
 
-/* The dirty bits of the units of span, just claimed, cleared: the ones
- * that were set. A sweep may have claimed some of them meanwhile (the
- * claimer's view of the dirty word was older than its claim of the free
- * bits): those are waited for, and are clean once it is done. */
-static uint32_t take_dirty(hak_superslab_t *ss, uint32_t span) {
-  uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
-  for (;;) {
-    if (HAK_PURGING(w) & span) {
-      hak_os_yield();
-      w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
-      continue;
-    }
-    uint32_t d = HAK_DIRTY(w) & span;
-    if (!d || atomic_compare_exchange_weak_explicit(&ss->dirty, &w, w & ~(uint64_t)d, memory_order_acquire,
-                                                    memory_order_acquire))
-      return d;
-  }
-}
-
 /* Take a run of units of ss for class cls, for heap h (find_span, as want
- * asks), out of the free units word with one compare-and-swap, and then
- * out of the dirty word (types.h); its first unit, or -1. *was is the free
- * units word the claim changed. Units no sweep was decommitting are looked
- * for; decommitted units among those taken are reported as taken back
- * (release.c), whatever the other units of the run were. */
+ * asks); its first unit, or -1. *was is the host's free units word before
+ * the claim (0 for a guest's). The host takes the run out of its free
+ * units word, and its dirty units, if any, out of the dirty word with one
+ * compare-and-swap, which fails if a guest or a sweep took one meanwhile;
+ * its clean free units no other thread takes. A guest (RUN_LENT) takes a
+ * run of dirty units, marked held in the dirty word with one
+ * compare-and-swap (types.h), which stands only if the SuperSlab stayed
+ * open meanwhile (ss_close). Decommitted units among those taken are
+ * reported as taken back (release.c), whatever the other units of the run
+ * were. */
 static int claim_span(hak_heap_t *h, hak_superslab_t *ss, unsigned cls, unsigned units, bool tiny, run_want_t want,
                       uint32_t *was) {
   bool guest = want == RUN_LENT;
-  uint32_t f = free_of(ss);
+  uint32_t f = HAK_LOAD_SHARED(ss->free_units), epoch = 0;
+  if (guest && (epoch = atomic_load_explicit(&ss->epoch, memory_order_acquire)) & 1) return -1;   /* closed */
+  uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
   for (;;) {
-    uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
-    uint32_t avail = f & ~HAK_PURGING(w) & (guest ? HAK_DIRTY(w) : HAK_UNITS_ALL);
-    uint32_t m = run_starts(avail, units, tiny);
+    if (guest && f == HAK_UNITS_ALL && !HAK_HELD(w)) return -1;   /* wholly free: its host's to keep or to pool */
+    uint32_t m = run_starts(guest ? HAK_DIRTY(w) : f & ~HAK_HELD(w), units, tiny);
     int u = find_span(guest ? NULL : h, ss, m, HAK_DIRTY(w), cls, units, want == RUN_SAME_CLASS, NULL);
     if (u < 0) return -1;
     uint32_t span = span_mask((unsigned)u, units);
     if ((want == RUN_WARM || guest) && !run_warm(ss, (unsigned)u, units, HAK_DIRTY(w))) return -1;
-    if (guest && f == HAK_UNITS_ALL) return -1;   /* its host's to keep or to pool */
-    if (!atomic_compare_exchange_weak_explicit(&ss->free_units, &f, f & ~span, memory_order_acquire,
-                                               memory_order_acquire))
+    uint32_t d = HAK_DIRTY(w) & span;
+    if (d && !atomic_compare_exchange_weak(&ss->dirty, &w, guest ? w | (uint64_t)span << 32 : w & ~(uint64_t)d))
       continue;
-    *was = f;
-    uint32_t d = take_dirty(ss, span);
+    if (guest && atomic_load(&ss->epoch) != epoch) {   /* closed meanwhile: the run is the next host's */
+      atomic_fetch_and_explicit(&ss->dirty, ~((uint64_t)span << 32), memory_order_release);
+      return -1;
+    }
+    *was = guest ? 0 : f;
+    if (!guest) HAK_STORE_SHARED(ss->free_units, f & ~span);
     for (unsigned i = (unsigned)u; i < (unsigned)u + units; i++)   /* a clean unit has no page resident */
       if (!(d >> i & 1)) HAK_STORE_SHARED(ss->touched[i], 0);
     if (atomic_load_explicit(&ss->aged, memory_order_relaxed) & d)
@@ -332,9 +294,9 @@ static hak_superslab_t *ss_survey(hak_heap_t *h, unsigned cls, unsigned units, b
   unsigned most = 0, rank;
   *best = NULL;
   uint32_t f;
-  for (hak_superslab_t *x = h->superslabs; x && (f = free_of(x)); x = x->next) {
+  for (hak_superslab_t *x = h->superslabs; x && (f = x->free_units); x = x->next) {
     uint64_t w = atomic_load_explicit(&x->dirty, memory_order_relaxed);
-    uint32_t m = run_starts(f & ~HAK_PURGING(w), units, tiny);
+    uint32_t m = run_starts(f & ~HAK_HELD(w), units, tiny);
     if (!m) continue;
     if (!same && find_span(h, x, m, HAK_DIRTY(w), cls, units, true, NULL) >= 0) {
       same = x;
@@ -369,16 +331,6 @@ static void lendable_set(hak_superslab_t *ss, bool on) {
 
 void hak_superslab_unlend(hak_superslab_t *ss) { lendable_set(ss, false); }
 
-/* A guest filled a SuperSlab of host's or gave units back to a full one:
- * the host's walks, which stop at the first full SuperSlab of its list,
- * would miss its free units until its next purge; it sorts the list
- * before its next new slab (hak_slab_new). After a release the host may
- * have pooled the SuperSlab since: heaps are never unmapped. */
-static void host_unsorted(hak_heap_t *host) {
-  if (!atomic_load_explicit(&host->unsorted, memory_order_relaxed))
-    atomic_store_explicit(&host->unsorted, 1, memory_order_release);
-}
-
 /* A run for a slab of class cls, for heap h, of units all dirty in a
  * SuperSlab of another heap of the arena, in use by some of its slabs
  * (lendable): h is its guest (docs/design/thread-memory.md, "Free units
@@ -397,7 +349,7 @@ static hak_superslab_t *lent_span(hak_heap_t *h, unsigned cls, unsigned units, b
       hak_superslab_t *ss = hak_arena_superslab(i);
       if (!ss || HAK_LOAD_SHARED(ss->owner) == h) continue;
       if (++seen == LENT_SEEN) return NULL;
-      if (!(free_of(ss) & HAK_DIRTY(atomic_load_explicit(&ss->dirty, memory_order_relaxed)))) continue;
+      if (!HAK_DIRTY(atomic_load_explicit(&ss->dirty, memory_order_relaxed))) continue;
       if ((*u = claim_span(h, ss, cls, units, tiny, RUN_LENT, was)) >= 0) return ss;
       if (++looks == LENT_LOOKS) return NULL;
     }
@@ -425,13 +377,10 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   unsigned units = hak_class_units[cls];
   bool tiny = cls < HAK_TINY_CLASSES;
   uint32_t was = 0;
-  if (atomic_load_explicit(&h->unsorted, memory_order_relaxed) &&
-      atomic_exchange_explicit(&h->unsorted, 0, memory_order_acquire))
-    hak_superslab_sort(h);
   hak_superslab_t *best, *ss = ss_survey(h, cls, units, tiny, true, &best);
   int u = ss ? claim_span(h, ss, cls, units, tiny, RUN_SAME_CLASS, &was) : -1;
   if (u < 0) {
-    if (ss) ss_survey(h, cls, units, tiny, false, &best);   /* a sweep took the run: all of them */
+    if (ss) ss_survey(h, cls, units, tiny, false, &best);   /* a sweep or a guest took the run: all of them */
     ss = NULL;
     if (best && (u = claim_span(h, best, cls, units, tiny, RUN_WARM, &was)) >= 0) ss = best;
     else if ((ss = hak_heap_reclaim_superslab())) u = claim_span(h, ss_take_warm(h, ss), cls, units, tiny, RUN_ANY, &was);
@@ -449,7 +398,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
     HAK_STORE_SHARED(ss->taken_gen[u + (int)i], h->gen);
   }
   uint32_t span = span_mask((unsigned)u, units);
-  if (ss->owner == h) {
+  if (HAK_LOAD_SHARED(ss->owner) == h) {
     if (was == HAK_UNITS_ALL && h->empty_superslabs) h->empty_superslabs--;
     if (!(was & ~span) && ss->next) {   /* full: move behind the ones with room */
       hak_superslab_t *last = ss->next;
@@ -458,8 +407,6 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
       last->next = ss;
       ss->prev = last;
     }
-  } else if (!(was & ~span)) {
-    host_unsorted(ss->owner);
   }
 
   bool zero = true;
@@ -508,7 +455,7 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   if (!h->warm[s->cls] && !h->full[s->cls]) h->listed[s->cls / 64] &= ~(1ull << (s->cls % 64));
   hak_superslab_t *ss = hak_slab_ss(s);
   unsigned u = (unsigned)(s - hak_ss_slabs(ss));
-  unsigned units = s->units, cls = s->cls;   /* s is another heap's to carve once its units are free */
+  unsigned units = s->units, cls = s->cls;   /* s is another heap's to carve once a guest's units are free */
   HAK_COUNT(h->counters[s->cls].slabs, -1);
   if (HAK_STAT) hak_stats_slab_bytes(s->cls, -(int64_t)((uintptr_t)ss + slab_end(u, units) - s->start));
   for (unsigned i = 0; i < units; i++) {
@@ -528,24 +475,28 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
    * them for the purge delay. */
   bool now = cls >= HAK_CACHED_CLASSES &&
              (h->span_freed += (uint64_t)units << HAK_UNIT_SHIFT) > (uint64_t)hak_opt(hak_option_bigcache_budget);
-  /* Dirty before free: a claim of the units finds them dirty (their pages
-   * may be resident: not zero) unless a sweep decommitted them since. Read
-   * while the units are still in use, when no heap may pool the SuperSlab. */
   uint32_t span = span_mask(u, units);
-  hak_heap_t *host = ss->owner;
-  atomic_fetch_or(&ss->dirty, span);
-  if (host != h) {   /* a guest's: all it does is done before the units are free */
-    if (now) hak_release_purge_units(ss, span);
+  if (HAK_LOAD_SHARED(ss->owner) != h) {
+    /* A guest's: its units, held, become dirty free units with one atomic
+     * and (types.h); the SuperSlab may be pooled from then on, which the
+     * deadline, the mark and a purge after it allow (a sweep's claim finds
+     * what units are still there to take). */
+    atomic_fetch_and_explicit(&ss->dirty, ~((uint64_t)span << 32), memory_order_release);
     hak_release_schedule_swept(ss);
     lendable_set(ss, true);
-    if (!atomic_fetch_or_explicit(&ss->free_units, span, memory_order_release)) host_unsorted(host);
+    if (now) hak_release_purge_units(ss, span);
     return;
   }
-  uint32_t was = atomic_fetch_or_explicit(&ss->free_units, span, memory_order_release);
+  /* Dirty before free in the host's word (types.h): a claim of the units
+   * finds them dirty (their pages may be resident: not zero) unless a
+   * sweep decommitted them since. */
+  uint32_t was = ss->free_units;
   if (!was && ss->prev) {   /* it has room again: move to the front */
     ss_list_remove(&h->superslabs, ss);
     ss_list_push(&h->superslabs, ss);
   }
+  atomic_fetch_or(&ss->dirty, span);
+  HAK_STORE_SHARED(ss->free_units, was | span);
   if ((was | span) == HAK_UNITS_ALL) h->empty_superslabs++;
   lendable_set(ss, true);
   if (now) hak_release_purge_units(ss, span);
