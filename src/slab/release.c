@@ -64,7 +64,7 @@ static uint64_t ss_deadline(hak_superslab_t *ss, uint64_t now) {
 }
 
 /* Is ss wholly empty, and one more than the keep its heap h may hold? */
-static bool extra_empty(const hak_heap_t *h, hak_superslab_t *ss, uint32_t keep) {
+static bool extra_empty(const hak_heap_t *h, const hak_superslab_t *ss, uint32_t keep) {
   return ss->free_units == HAK_UNITS_ALL && h->empty_superslabs > keep;
 }
 

@@ -45,11 +45,11 @@ static void ss_list_remove(hak_superslab_t **list, hak_superslab_t *ss) {
  * whose pages are all dropped is no better than the shared pool's. NULL if
  * a has none. */
 hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a) {
-  for (hak_superslab_t *ss = a->superslabs; ss; ss = ss->next) {
+  for (hak_superslab_t *ss = a->superslabs; ss && ss->free_units; ss = ss->next) {
     uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_relaxed);
     if (ss->free_units == HAK_UNITS_ALL && HAK_DIRTY(w) && !HAK_HELD(w) && ss_close(ss)) {
       ss_list_remove(&a->superslabs, ss);
-      if (a->empty_superslabs) a->empty_superslabs--;
+      a->empty_superslabs--;
       return ss;
     }
   }
@@ -128,7 +128,7 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
 bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss, bool leaving) {
   if (!ss_close(ss)) return false;
   ss_list_remove(&h->superslabs, ss);
-  if (h->empty_superslabs) h->empty_superslabs--;
+  h->empty_superslabs--;
   hak_shared_pool_push(ss, leaving);
   return true;
 }
@@ -399,7 +399,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   }
   uint32_t span = span_mask((unsigned)u, units);
   if (HAK_LOAD_SHARED(ss->owner) == h) {
-    if (was == HAK_UNITS_ALL && h->empty_superslabs) h->empty_superslabs--;
+    if (was == HAK_UNITS_ALL) h->empty_superslabs--;
     if (!(was & ~span) && ss->next) {   /* full: move behind the ones with room */
       hak_superslab_t *last = ss->next;
       while (last->next) last = last->next;
