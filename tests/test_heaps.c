@@ -204,14 +204,20 @@ static bool in_host_superslabs(void *p) {
   return false;
 }
 
-static void *host_thread(void *arg) {
-  for (int i = 0; i < HOST_N; i++) memset(host_blocks[i] = malloc(HOST_SIZE), 0x11, HOST_SIZE);
-  hak_heap_t *h = host_heap = hak_tls_heap;
-  for (int i = 0; i < HOST_N; i++)   /* all but the first block of each SuperSlab */
-    if (i && hak_ss_of(host_blocks[i]) == hak_ss_of(host_blocks[i - 1])) free(host_blocks[i]);
-  bool entered = hak_heap_enter(h);   /* its cache's blocks back to their slabs: their units free, resident */
+/* The calling thread's cached blocks back to their slabs. */
+static void flush_caches(void) {
+  hak_heap_t *h = hak_tls_heap;
+  bool entered = hak_heap_enter(h);
   for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_return(h, c);
   hak_heap_leave(h, entered);
+}
+
+static void *host_thread(void *arg) {
+  for (int i = 0; i < HOST_N; i++) memset(host_blocks[i] = malloc(HOST_SIZE), 0x11, HOST_SIZE);
+  host_heap = hak_tls_heap;
+  for (int i = 0; i < HOST_N; i++)   /* all but the first block of each SuperSlab */
+    if (i && hak_ss_of(host_blocks[i]) == hak_ss_of(host_blocks[i - 1])) free(host_blocks[i]);
+  flush_caches();   /* their units free, resident */
   pthread_barrier_wait(&lent_step);   /* the guest allocates */
   pthread_barrier_wait(&lent_step);
   for (int i = 0; i < GUEST_N; i++) free(guest_blocks[i]);   /* remote frees, to the guest's heap */
@@ -294,13 +300,6 @@ static void *fill_blocks[FILL_MAX], *back_new;
 static int fill_n, guest_n;
 static hak_superslab_t *fill_ss[2];
 static pthread_barrier_t back_step;   /* main, host, guest: the steps below */
-
-static void flush_caches(void) {
-  hak_heap_t *h = hak_tls_heap;
-  bool entered = hak_heap_enter(h);
-  for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_return(h, c);
-  hak_heap_leave(h, entered);
-}
 
 static bool kept(void *p) {   /* the host's blocks of its first SuperSlab that stay: those of unit 0 */
   return hak_ss_of(p) != fill_ss[0] || (uintptr_t)p - (uintptr_t)fill_ss[0] < HAK_UNIT_SIZE;

@@ -147,8 +147,9 @@ static void heap_set_thread(hak_heap_t *h, uintptr_t t) {
   for (unsigned w = 0; w < (HAK_CLASSES + 63) / 64; w++)
     for (uint64_t bits = h->listed[w]; bits; bits &= bits - 1) {
       unsigned c = w * 64 + (unsigned)__builtin_ctzll(bits);
-      for (hak_slab_t **list = &h->warm[c]; list; list = list == &h->warm[c] ? &h->full[c] : NULL)
-        for (hak_slab_t *s = *list; s; s = hak_slab_list_next(s))
+      hak_slab_t *lists[2] = {h->warm[c], h->full[c]};
+      for (unsigned k = 0; k < 2; k++)
+        for (hak_slab_t *s = lists[k]; s; s = hak_slab_list_next(s))
           for (unsigned i = 0; i < s->units; i++) __atomic_store_n(&s[i].owner_thread, t, __ATOMIC_RELAXED);
     }
 }

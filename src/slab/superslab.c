@@ -451,13 +451,13 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
 /* An empty slab goes back to its SuperSlab as free units (its descriptors
  * keep what tells its blocks, types.h). */
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
-  hak_slab_list_remove(s->in_full ? &h->full[s->cls] : &h->warm[s->cls], s);
-  if (!h->warm[s->cls] && !h->full[s->cls]) h->listed[s->cls / 64] &= ~(1ull << (s->cls % 64));
+  unsigned units = s->units, cls = s->cls;   /* s is another heap's to carve once a guest's units are free */
+  hak_slab_list_remove(s->in_full ? &h->full[cls] : &h->warm[cls], s);
+  if (!h->warm[cls] && !h->full[cls]) h->listed[cls / 64] &= ~(1ull << (cls % 64));
   hak_superslab_t *ss = hak_slab_ss(s);
   unsigned u = (unsigned)(s - hak_ss_slabs(ss));
-  unsigned units = s->units, cls = s->cls;   /* s is another heap's to carve once a guest's units are free */
-  HAK_COUNT(h->counters[s->cls].slabs, -1);
-  if (HAK_STAT) hak_stats_slab_bytes(s->cls, -(int64_t)((uintptr_t)ss + slab_end(u, units) - s->start));
+  HAK_COUNT(h->counters[cls].slabs, -1);
+  if (HAK_STAT) hak_stats_slab_bytes(cls, -(int64_t)((uintptr_t)ss + slab_end(u, units) - s->start));
   for (unsigned i = 0; i < units; i++) {
     hak_slab_t *d = &s[i];
     d->limit = 0;
