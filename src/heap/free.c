@@ -236,6 +236,18 @@ HAK_NOINLINE void hak_free_remote(void *p, hak_slab_t *s) {
   free_remote_slow(h, p, s);
 }
 
+/* Usable size of p, a block free accepts of the slab whose unit descriptor
+ * is s, or 0 when it is free. */
+HAK_INLINE size_t slab_block_live_usable(const void *p, const hak_slab_t *s) {
+  return ((const uintptr_t *)p)[1] != hak_free_mark(s) ? hak_class_size[s->cls] : 0;
+}
+
+/* hak_block_live_usable of p, a SuperSlab address its unit's limit
+ * refused: apart so that the common case keeps no frame for the call. */
+static HAK_NOINLINE size_t refused_live_usable(const void *p, hak_slab_t *s) {
+  return hak_is_slab_block(s, (uintptr_t)p) ? slab_block_live_usable(p, s) : 0;
+}
+
 /* Usable size of p if it is a block of a slab in use or a large block
  * (whose own checks stop the program, naming fn), else 0. */
 size_t hak_block_live_usable(const void *p, const char *fn) {
@@ -243,7 +255,7 @@ size_t hak_block_live_usable(const void *p, const char *fn) {
   uint8_t kind = hak_registry_kind(a);
   if (kind == HAK_REG_SUPERSLAB) {
     hak_slab_t *s = hak_unit_of(hak_ss_of(p), a);
-    return hak_is_slab_block(s, a) && ((const uintptr_t *)p)[1] != hak_free_mark(s) ? hak_class_size[s->cls] : 0;
+    return HAK_LIKELY(hak_is_block(s, a)) ? slab_block_live_usable(p, s) : refused_live_usable(p, s);
   }
   return kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED ? hak_large_usable(p, kind, fn) : 0;
 }
