@@ -260,10 +260,23 @@ size_t hak_block_live_usable(const void *p, const char *fn) {
   return kind == HAK_REG_LARGE || kind == HAK_REG_LARGE_ALIGNED ? hak_large_usable(p, kind, fn) : 0;
 }
 
-/* Usable size of a block, after checking it is one of ours and in use. */
-size_t hak_block_usable(const void *p, const char *fn) {
+/* hak_block_usable of anything but a slab's block in use its unit's limit
+ * accepts. */
+static HAK_NOINLINE size_t block_usable_slow(const void *p, const char *fn) {
   size_t n = hak_block_live_usable(p, fn);
   if (n) return n;
   if (hak_registry_kind((uintptr_t)p) == HAK_REG_SUPERSLAB) hak_fatal_block(fn, "use after free of", p);
   hak_fatal_pointer(fn, "invalid pointer", p);
+}
+
+/* Usable size of a block, after checking it is one of ours and in use
+ * (realloc, malloc_usable_size: no stack frame on the common path). */
+size_t hak_block_usable(const void *p, const char *fn) {
+  uintptr_t a = (uintptr_t)p;
+  if (HAK_LIKELY(hak_registry_kind(a) == HAK_REG_SUPERSLAB)) {
+    hak_slab_t *s = hak_unit_of(hak_ss_of(p), a);
+    size_t n = hak_is_block(s, a) ? slab_block_live_usable(p, s) : 0;
+    if (HAK_LIKELY(n)) return n;
+  }
+  return block_usable_slow(p, fn);
 }
