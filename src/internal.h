@@ -152,7 +152,9 @@ int hak_slab_holed_block(hak_slab_t *unit, uintptr_t a);
 
 /* ---- inbox.c: the remote frees other threads send a heap */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache);
-void hak_heap_collect_all(hak_heap_t *h);
+/* The blocks in h's inboxes back to their slabs, but for the classes whose
+ * bits are set in skip (NULL: none). */
+void hak_heap_collect_inboxes(hak_heap_t *h, const uint64_t *skip);
 
 /* ---- idle.c: the inboxes and caches of idle heaps and classes back to their slabs */
 uint64_t hak_heap_reclaim_others(bool all);   /* other threads' inboxes and caches: of sleeping threads, or all */
@@ -301,6 +303,16 @@ HAK_INLINE uint32_t hak_container_room(unsigned cls) {
 #define HAK_INBOX_MAX   0xffffu
 HAK_INLINE void **hak_inbox_first(uintptr_t w) { return (void **)(w & (((uintptr_t)1 << HAK_INBOX_SHIFT) - 1)); }
 HAK_INLINE uint32_t hak_inbox_blocks(uintptr_t w) { return (uint32_t)(w >> HAK_INBOX_SHIFT); }
+/* Does any of h's inboxes of classes from .. from + n - 1 hold blocks?
+ * Reads them all, with no branch per class: the scans of a heap's 104
+ * inboxes (a thread's start and exit, collectors of abandoned heaps) find
+ * them empty nearly always. */
+HAK_INLINE bool hak_inboxes_any(hak_heap_t *h, unsigned from, unsigned n) {
+  uintptr_t any = 0;
+#pragma GCC unroll 8
+  for (unsigned i = 0; i < n; i++) any |= atomic_load_explicit(&h->inbox[from + i], memory_order_relaxed);
+  return any != 0;
+}
 void hak_free_slow(void *p);
 void hak_free_other(const void *p);
 void hak_free_remote(void *p, hak_slab_t *s);

@@ -53,7 +53,7 @@ static void check_remote_free(size_t size, int n) {
   pthread_join(t, NULL);
   CHECK(atomic_load(&h->inbox[cls]) != 0, "remote frees did not reach the owner's inbox");
   CHECK(s->used == used_before, "remote free changed the owner's count");
-  hak_heap_collect_all(h);
+  hak_heap_collect_inboxes(h, NULL);
   CHECK(atomic_load(&h->inbox[cls]) == 0, "collect left the inbox");
   CHECK(s->used < used_before, "collected blocks did not go back to their slab");
   /* the memory is reused by the owner: the new blocks land in the slab units
@@ -269,7 +269,7 @@ static void test_remote_batch(void) {
   pthread_t t;
   pthread_create(&t, NULL, batch_thread, NULL);
   pthread_join(t, NULL);
-  hak_heap_collect_all(batch.owner);
+  hak_heap_collect_inboxes(batch.owner, NULL);
   for (uint32_t i = 4 + batch.limit; i < BATCH_BLOCKS; i++) free(batch.blocks[i]);
 }
 

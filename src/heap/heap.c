@@ -164,7 +164,7 @@ HAK_NOINLINE hak_heap_t *hak_heap_thread_init(void) {
   hak_os_thread_exit_arg(h);   /* hak_thread_done(h) when the thread exits (init.c set the hook) */
   hak_purger_install();
   hak_purger_thread_started();
-  hak_heap_collect_all(h);
+  hak_heap_collect_inboxes(h, NULL);
   hak_heap_leave(h, entered);
   return h;
 }
@@ -215,7 +215,7 @@ void hak_heap_give_back(hak_heap_t *h) {
 int hak_heap_release_all(hak_heap_t *h, bool now) {
   bool entered = hak_heap_enter(h);
   for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_return(h, c);
-  hak_heap_collect_all(h);
+  hak_heap_collect_inboxes(h, NULL);
   hak_remote_flush_all(h);
   int released = hak_release_purge(h, now ? HAK_PURGE_ALL : HAK_PURGE_LEAVE);
   hak_heap_leave(h, entered);
@@ -303,7 +303,7 @@ hak_superslab_t *hak_heap_reclaim_superslab(void) {
     }
     if (!atomic_compare_exchange_strong(&a->state, &expected, HAK_HEAP_COLLECTING)) continue;
     bool entered = hak_heap_enter(a);
-    hak_heap_collect_all(a);
+    hak_heap_collect_inboxes(a, NULL);
     hak_superslab_t *ss = hak_superslab_take_empty(a);
     uint64_t due = a->purge_at;
     hak_heap_leave(a, entered);

@@ -38,19 +38,13 @@ static bool reclaim_other(hak_heap_t *h, bool wait, bool drain, uint32_t *sent) 
                                                        memory_order_relaxed);
   if (taken) {
     if (atomic_load(&h->state) == HAK_HEAP_ACTIVE) {
-      hak_heap_collect_all(h);
+      hak_heap_collect_inboxes(h, NULL);
       if (drain && h->thread) *sent += hak_heap_drain(h);
     }
     atomic_store_explicit(&h->slow, 0, memory_order_release);
   }
   atomic_store(&collector, 0);
   return taken;
-}
-
-static bool inbox_any(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++)
-    if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) return true;
-  return false;
 }
 
 /* The sum of the tops of h's caches that hold blocks and of the next
@@ -98,7 +92,7 @@ static uint64_t reclaim_round(bool all, uint32_t *sent) {
   for (hak_heap_t *h = hak_heap_list(); h; h = h->next_heap) {
     if (h == hak_prof_heap || h == hak_tls_heap || atomic_load_explicit(&h->state, memory_order_relaxed) != HAK_HEAP_ACTIVE)
       continue;
-    bool any = inbox_any(h), busy = false, drain = all;
+    bool any = hak_inboxes_any(h, 0, HAK_CLASSES), busy = false, drain = all;
     if (!all) {   /* visits_seen, held_seen and seen_since are the purger's */
       uint32_t visits = atomic_load_explicit(&h->visits, memory_order_relaxed);
       uint64_t held = held_sum(h);
@@ -166,10 +160,8 @@ static bool cache_big(const hak_ucache_t *k, unsigned cls) {
  *   a thread that moved on to other sizes no longer keeps a cache's worth
  *   of each size it used, nor the slabs those blocks sit in. */
 void hak_heap_collect_idle(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++) {
-    if (!(h->refilled[c / 64] >> (c % 64) & 1) && atomic_load_explicit(&h->inbox[c], memory_order_relaxed))
-      hak_heap_take_remote(h, c, false);
+  hak_heap_collect_inboxes(h, h->refilled);
+  for (unsigned c = 0; c < HAK_CLASSES; c++)
     if (cache_big(&h->cache[c], c) && cache_idle(&h->cache[c], &h->looks[c])) hak_cache_return(h, c);
-  }
   memset(h->refilled, 0, sizeof h->refilled);
 }

@@ -77,7 +77,11 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache) {
   return taken;
 }
 
-void hak_heap_collect_all(hak_heap_t *h) {
-  for (unsigned c = 0; c < HAK_CLASSES; c++)
-    if (atomic_load_explicit(&h->inbox[c], memory_order_relaxed)) hak_heap_take_remote(h, c, false);
+void hak_heap_collect_inboxes(hak_heap_t *h, const uint64_t *skip) {
+  enum { GROUP = 8 };
+  _Static_assert(HAK_CLASSES % GROUP == 0, "the classes come in whole groups");
+  for (unsigned g = 0; g < HAK_CLASSES; g += GROUP)
+    if (hak_inboxes_any(h, g, GROUP))
+      for (unsigned c = g; c < g + GROUP; c++)
+        if (!skip || !(skip[c / 64] >> (c % 64) & 1)) hak_heap_take_remote(h, c, false);
 }

@@ -126,7 +126,7 @@ HAK_EXPORT void hak_stats_get(struct hak_stats *out) {
   hak_heap_t *h = hak_tls_heap;
   if (h != &hak_heap_empty) {
     bool entered = hak_heap_enter(h);
-    hak_heap_collect_all(h);
+    hak_heap_collect_inboxes(h, NULL);
     hak_heap_leave(h, entered);
   }
   merge(out);
