@@ -282,33 +282,41 @@ static uint32_t slab_end(unsigned u, unsigned units) {
   return u + units == HAK_UNITS ? HAK_SS_END : (uint32_t)(u + units) << HAK_UNIT_SHIFT;
 }
 
-/* A walk over h's SuperSlabs with room for a slab of class cls: returns
- * the first with a run that last held cls and may still be resident
- * (find_span's same_class), or NULL, and sets *best to the one whose run
- * find_span ranks first, the lowest-addressed of those. With stop, the
- * walk ends at that first one: *best is then of the SuperSlabs before it
- * only. */
-static hak_superslab_t *ss_survey(hak_heap_t *h, unsigned cls, unsigned units, bool tiny, bool stop,
-                                  hak_superslab_t **best) {
-  hak_superslab_t *same = NULL;
+/* The run starts (run_starts) of x, one of h's SuperSlabs, for a slab of
+ * units units, its units being decommitted left out, and its dirty units
+ * in *dirty. */
+static uint32_t ss_runs(const hak_superslab_t *x, unsigned units, bool tiny, uint32_t *dirty) {
+  uint64_t w = atomic_load_explicit(&x->dirty, memory_order_relaxed);
+  *dirty = HAK_DIRTY(w);
+  return run_starts(x->free_units & ~HAK_HELD(w), units, tiny);
+}
+
+/* The first of h's SuperSlabs with a run for a slab of class cls that
+ * last held cls and may still be resident (find_span's same_class), or
+ * NULL. The list keeps those with free units first. */
+static hak_superslab_t *ss_same_class(hak_heap_t *h, unsigned cls, unsigned units, bool tiny) {
+  uint32_t m, dirty;
+  for (hak_superslab_t *x = h->superslabs; x && x->free_units; x = x->next)
+    if ((m = ss_runs(x, units, tiny, &dirty)) && find_span(h, x, m, dirty, cls, units, true, NULL) >= 0) return x;
+  return NULL;
+}
+
+/* The one of h's SuperSlabs whose run for a slab of class cls find_span
+ * ranks first, the lowest-addressed of those, or NULL. Looked for only
+ * when no run of the class is to be had (ss_same_class): a walk that
+ * ranked every SuperSlab on its way to that run spent most of a new
+ * slab's time. */
+static hak_superslab_t *ss_best(hak_heap_t *h, unsigned cls, unsigned units, bool tiny) {
+  hak_superslab_t *best = NULL;
   unsigned most = 0, rank;
-  *best = NULL;
-  uint32_t f;
-  for (hak_superslab_t *x = h->superslabs; x && (f = x->free_units); x = x->next) {
-    uint64_t w = atomic_load_explicit(&x->dirty, memory_order_relaxed);
-    uint32_t m = run_starts(f & ~HAK_HELD(w), units, tiny);
-    if (!m) continue;
-    if (!same && find_span(h, x, m, HAK_DIRTY(w), cls, units, true, NULL) >= 0) {
-      same = x;
-      if (stop) break;
-    }
-    if (find_span(h, x, m, HAK_DIRTY(w), cls, units, false, &rank) >= 0 &&
-        (!*best || rank > most || (rank == most && x < *best))) {
-      *best = x;
+  uint32_t m, dirty;
+  for (hak_superslab_t *x = h->superslabs; x && x->free_units; x = x->next)
+    if ((m = ss_runs(x, units, tiny, &dirty)) && find_span(h, x, m, dirty, cls, units, false, &rank) >= 0 &&
+        (!best || rank > most || (rank == most && x < best))) {
+      best = x;
       most = rank;
     }
-  }
-  return same;
+  return best;
 }
 
 /* Lendable SuperSlabs of the arena: a bit per slot, set when a slab of it
@@ -377,10 +385,10 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
   unsigned units = hak_class_units[cls];
   bool tiny = cls < HAK_TINY_CLASSES;
   uint32_t was = 0;
-  hak_superslab_t *best, *ss = ss_survey(h, cls, units, tiny, true, &best);
+  hak_superslab_t *ss = ss_same_class(h, cls, units, tiny);
   int u = ss ? claim_span(h, ss, cls, units, tiny, RUN_SAME_CLASS, &was) : -1;
-  if (u < 0) {
-    if (ss) ss_survey(h, cls, units, tiny, false, &best);   /* a sweep or a guest took the run: all of them */
+  if (u < 0) {   /* none, or a sweep or a guest took the run */
+    hak_superslab_t *best = ss_best(h, cls, units, tiny);
     ss = NULL;
     if (best && (u = claim_span(h, best, cls, units, tiny, RUN_WARM, &was)) >= 0) ss = best;
     else if ((ss = hak_heap_reclaim_superslab())) u = claim_span(h, ss_take_warm(h, ss), cls, units, tiny, RUN_ANY, &was);
