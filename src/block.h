@@ -93,13 +93,9 @@ HAK_INLINE bool hak_is_block(hak_slab_t *s, uintptr_t a) {
  * it: HAK_BLOCK_PRESENT, a block free accepts or one not absent of a slab
  * with absent blocks, whose limits are 0 while it has them (slab_list.c,
  * "Pages of slabs in use"); HAK_BLOCK_ABSENT, an absent one; else
- * HAK_NOT_HOLED, no block of s. A count of 0 read after limits of 0 means
- * the last absent blocks were taken back in between: the limits came back
- * before the count (hak_slab_take_absent), so they are read again. */
+ * HAK_NOT_HOLED, no block of s (hak_slab_holed_block). */
 HAK_INLINE int hak_slab_block_state(hak_slab_t *s, uintptr_t a) {
-  if (hak_is_block(s, a)) return HAK_BLOCK_PRESENT;
-  int holed = hak_slab_holed_block(s, a);
-  return holed == HAK_NOT_HOLED && hak_is_block(s, a) ? HAK_BLOCK_PRESENT : holed;
+  return hak_is_block(s, a) ? HAK_BLOCK_PRESENT : hak_slab_holed_block(s, a);
 }
 
 /* The slow paths' block check: a block free accepts, absent blocks aside. */

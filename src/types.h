@@ -191,6 +191,8 @@ typedef struct hak_slab_s {
   uint8_t  absent;         /* free blocks whose pages went back to the OS (head only, mid
                               classes; the SuperSlab's absent map names them): while there are
                               any, every unit's limit is 0 (slab_list.c, "Pages of slabs in use") */
+  uint8_t  holings;        /* times its limits went to 0 for absent blocks, mod 256 (head only;
+                              hak_slab_holed_block) */
   uint16_t free_low;       /* fewest blocks its free list held since its class's last look for
                               pages to give back (head only): the oldest that many stayed free */
 } hak_slab_t;

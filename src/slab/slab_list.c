@@ -147,14 +147,27 @@ static hak_superslab_t *absent_map_of(const hak_slab_t *s, unsigned *u) {
   return ss;
 }
 
+/* Read after the unit's limit refused a: while the slab has absent blocks
+ * their map says; a count of 0 means none, or that the last were taken back
+ * since the limit was read (the limits came back before the count,
+ * hak_slab_take_absent), so the limit is read again. If it refuses a once
+ * more, the slab may have given pages back since the count was read (the
+ * count went up before the limits went to 0, and holings counts those
+ * turns, hak_slab_give_back): the whole reads again until holings stays
+ * the same (test_purge's holed_race). */
 int hak_slab_holed_block(hak_slab_t *unit, uintptr_t a) {
   hak_slab_t *s = hak_unit_head(unit);
-  if (!s || !__atomic_load_n(&s->absent, __ATOMIC_ACQUIRE)) return HAK_NOT_HOLED;
+  if (!s) return HAK_NOT_HOLED;
   uint64_t i = hak_block_index(s, a);
-  if (i >= s->capacity) return HAK_NOT_HOLED;
   unsigned u;
   hak_superslab_t *ss = absent_map_of(s, &u);
-  return atomic_load_explicit(&ss->absent[u], memory_order_relaxed) >> i & 1 ? HAK_BLOCK_ABSENT : HAK_BLOCK_PRESENT;
+  for (;;) {
+    uint8_t holings = __atomic_load_n(&s->holings, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&s->absent, __ATOMIC_ACQUIRE) && i < s->capacity)
+      return atomic_load_explicit(&ss->absent[u], memory_order_relaxed) >> i & 1 ? HAK_BLOCK_ABSENT : HAK_BLOCK_PRESENT;
+    if (hak_is_block(unit, a)) return HAK_BLOCK_PRESENT;
+    if (__atomic_load_n(&s->holings, __ATOMIC_ACQUIRE) == holings) return HAK_NOT_HOLED;
+  }
 }
 
 /* Every unit of slab s gets limit (0: its frees go slow). */
@@ -267,8 +280,10 @@ uint64_t hak_slab_give_back(hak_slab_t *s, uint64_t now, bool all) {
   s->free_low = (uint16_t)n;
   atomic_store_explicit(&ss->absent[u], absent | take, memory_order_relaxed);
   __atomic_store_n(&s->absent, (uint8_t)(s->absent + __builtin_popcountll(take)), __ATOMIC_RELEASE);
-  if (!absent) slab_limits(s, 0);   /* after the count (a free refused by it finds the count), before
-                                       the pages go */
+  if (!absent) {   /* after the count (a free refused by it finds the count), before the pages go */
+    __atomic_store_n(&s->holings, (uint8_t)(s->holings + 1), __ATOMIC_RELEASE);
+    slab_limits(s, 0);
+  }
   ss->absent_at[u] = (uint32_t)now;
   uint64_t bytes = 0;
   while (pages) {
