@@ -39,8 +39,9 @@ static void container_check(hak_slab_t *s, void **c, void *p, bool listed) {
 /* Move up to want free blocks of slab s into out[]: freed blocks first, then
  * never-used ones from the uncarved tail (lowest address on top), so that a
  * slab's untouched pages stay untouched while it has blocks to reuse. A
- * container gives the addresses it lists from its last, and itself when it
- * lists no more (the secure build leaves it as a block of a cache). */
+ * container gives the addresses it lists from its last, and itself, below
+ * them, when it gives them all (the secure build leaves it as a block of a
+ * cache): the order of slab_list.c, popped from the top. */
 static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t want) {
   uint32_t n = 0;
   bool counted = hak_batch_counted(s->cls);
@@ -52,18 +53,19 @@ static uint32_t slab_take(hak_heap_t *h, hak_slab_t *s, void **out, uint32_t wan
       hak_fatal_corrupt("malloc", c);
     if (HAK_SECURE && next) container_check(s, c, next, false);
     uint32_t t = k < want - n ? k : want - n;
+    bool whole = n + k < want;   /* c goes too: below what it lists */
+    if (whole) out[n++] = c;
     for (uint32_t i = k - t; i < k; i++) {
       void *p = hak_link_decode((uintptr_t)c[3 + i], &c[3 + i]);
       if (HAK_SECURE) container_check(s, c, p, true);
       out[n++] = p;
     }
-    if (n == want) {   /* c stays, listing the rest */
+    if (!whole) {   /* c stays, listing the rest */
       if (counted) c[2] = (void *)(uintptr_t)(k - t);
       break;
     }
     s->free = next;
     if (HAK_SECURE) c[0] = (void *)hak_link_end(c);
-    out[n++] = c;
   }
   if (n < want && s->absent) n += hak_slab_take_absent(s, out + n, want - n);
   if (n < want && s->carved < s->capacity) {

@@ -37,14 +37,24 @@ void hak_slab_list_remove(hak_slab_t **list, hak_slab_t *s) {
  * container of a remote-free batch whose blocks lie in its unit joins the
  * list as it is. A class
  * whose blocks are under HAK_BATCH_COUNTED bytes has no count: its
- * containers list nothing, a plain chain. */
+ * containers list nothing, a plain chain.
+ *
+ * A refill hands out a container's blocks from the last it lists to the
+ * first, then the container (cache.c, slab_take), and the containers
+ * of the list from the last it takes to the first: blocks that went
+ * back in address order come out in address order, as other allocators'
+ * free lists give them, for the processor's prefetchers. A remote-free
+ * batch's container is the oldest of its blocks and lists the others as
+ * they were freed: newest first. A flush's container is the newest of its
+ * chunk and lists the others from the newest, and the chunks go on the
+ * list from the oldest: oldest first. */
 
-/* Container c lists the k blocks at blocks[] (their addresses in words 3
- * ..., the count in word 2 where the class's containers have room) and
- * links to head: the list's new head. */
-static void **container_write(void **c, void *const *blocks, uint32_t k, bool counted, void **head) {
+/* Container c lists the k blocks at blocks[], from the last with
+ * backward (their addresses in words 3 ..., the count in word 2 where the
+ * class's containers have room) and links to head: the list's new head. */
+static void **container_write(void **c, void *const *blocks, uint32_t k, bool backward, bool counted, void **head) {
   void **at = c + 3;
-  for (uint32_t i = 0; i < k; i++, at++) *at = (void *)hak_link_encode(blocks[i], at);
+  for (uint32_t i = 0; i < k; i++, at++) *at = (void *)hak_link_encode(blocks[backward ? k - 1 - i : i], at);
   if (counted) c[2] = (void *)(uintptr_t)k;
   c[0] = (void *)hak_link_encode(head, c);
   return c;
@@ -65,7 +75,9 @@ static void slab_put_list(hak_heap_t *h, unsigned cls, hak_slab_t *s, void **hea
  * it got together together, and a cache hands them out in runs): one
  * look-up of the slab, one test whether it empties. A run is cut into
  * chunks of as many blocks as a container lists and one more; the last
- * block of each chunk becomes the container listing the others. The last
+ * block of each chunk becomes the container listing the others, from the
+ * last (above: a refill hands them out in the order the cache held them,
+ * from its bottom). The last
  * is the one a cache took most recently, freed by the program where the
  * first may be a block a refill carved and never handed out, whose page
  * is still untouched (a thread's exit would fault in the far end of each
@@ -83,7 +95,7 @@ void hak_slab_put_runs(hak_heap_t *h, unsigned cls, void **blocks, uint32_t n) {
       while (e < to && (uintptr_t)*e >> HAK_UNIT_SHIFT == unit) e++;
       hak_block_check_free(e[-1], "free");
       for (void **q = b; q < e - 1; q++) hak_block_check_free(*q, "free");
-      head = container_write(e[-1], b, (uint32_t)(e - 1 - b), room != 0, head);
+      head = container_write(e[-1], b, (uint32_t)(e - 1 - b), true, room != 0, head);
       b = e;
     } while (b < end && (uintptr_t)*b >> HAK_UNIT_SHIFT == unit);
     slab_put_list(h, cls, s, head, (uint32_t)(b - first));
@@ -232,7 +244,7 @@ static void free_list_write(hak_slab_t *s, const uint8_t *order, uint32_t n) {
     hi = n - lo > room + 1 ? lo + room + 1 : n;
     for (uint32_t i = lo + 1; HAK_SECURE && i < hi; i++)   /* a listed block may have been a container */
       hak_block_set_free((uintptr_t *)blocks[i], hak_free_mark_at(blocks[i]));
-    head = container_write(blocks[lo], blocks + lo + 1, hi - lo - 1, true, head);
+    head = container_write(blocks[lo], blocks + lo + 1, hi - lo - 1, false, true, head);
   }
   s->free = head;
 }
