@@ -287,6 +287,13 @@ bool   hak_bigcache_grace_drop(void);   /* before memory is mapped anew: the gra
 /* Whether a remote-free container of class cls has room for its count
  * (types.h, hak_remote_batch_t). */
 HAK_INLINE bool hak_batch_counted(unsigned cls) { return hak_class_size[cls] >= HAK_BATCH_COUNTED; }
+/* The count of a remote-free batch's container (types.h, HAK_BATCH_HINT),
+ * and its hint. */
+HAK_INLINE uint32_t hak_batch_count(void **c) { return (uint32_t)((uintptr_t)c[2] & ((1u << HAK_COUNT_BITS) - 1)); }
+HAK_INLINE void hak_batch_prefetch(void **c) {
+  uintptr_t hint = (uintptr_t)c[2] >> HAK_COUNT_BITS;
+  if (hint) __builtin_prefetch((void *)hint, 1);   /* not of 0: a page walk that finds nothing */
+}
 /* Addresses a free block of class cls holds as a container (of a slab's
  * free list, slab_list.c, or of a remote-free batch, up to the batch's limit):
  * 0 when it has no count. */

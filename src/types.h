@@ -312,6 +312,14 @@ typedef struct hak_class_counters_s { HAK_HEAP_CLASS_COUNTERS(HAK_COUNTER_FIELD_
  * through every block. Blocks under HAK_BATCH_COUNTED bytes are containers
  * with no count and no room: a plain chain. */
 #define HAK_BATCH_COUNTED 32
+/* A counted container's word 2 holds the count in its low 16 bits and,
+ * above them, the address of the container HAK_BATCH_HINT older in its
+ * batch (0: none), which the owner's walk over an inbox prefetches: the
+ * walk's loads would otherwise be one dependent miss after another, each
+ * on a line the freeing thread wrote (inbox.c). A hint only: never
+ * followed, so a stray write into it costs a useless prefetch. */
+#define HAK_BATCH_HINT 4
+#define HAK_COUNT_BITS 16
 typedef struct hak_remote_batch_s {
   hak_ucache_t *owner;       /* the cache of the class in the heap it goes to, which names that heap
                                 as the slab descriptors of its blocks do (free's fast path compares

@@ -34,7 +34,7 @@ static int handed_twice(void **v, int n) {
  * bytes or more, walked: each container counts itself and those it lists. */
 static uint32_t chain_blocks(uintptr_t w) {
   uint32_t n = 0;
-  for (void **c = hak_inbox_first(w); c; c = hak_link_decode((uintptr_t)c[0], c)) n += 1 + (uint32_t)(uintptr_t)c[2];
+  for (void **c = hak_inbox_first(w); c; c = hak_link_decode((uintptr_t)c[0], c)) n += 1 + hak_batch_count(c);
   return n;
 }
 
@@ -137,9 +137,11 @@ static void check_remote_containers(size_t size, int n) {
   pthread_join(t, NULL);
   /* exempt: the containers, and the blocks of those that span units */
   static void *exempt[REMOTE_N];
+  static void **chain[REMOTE_N];
   int ne = 0, nc = 0, whole = 0;
   for (void **c = hak_inbox_first(atomic_load(&h->inbox[cls])); c; c = hak_link_decode((uintptr_t)c[0], c)) {
-    uint32_t k = (uint32_t)(uintptr_t)c[2];
+    uint32_t k = hak_batch_count(c);
+    chain[nc] = c;
     bool one_unit = true;
     for (uint32_t j = 0; j < k; j++)
       one_unit &= ((uintptr_t)hak_link_decode((uintptr_t)c[3 + j], &c[3 + j]) ^ (uintptr_t)c) >> HAK_UNIT_SHIFT == 0;
@@ -149,6 +151,18 @@ static void check_remote_containers(size_t size, int n) {
     whole += one_unit;
   }
   CHECK(nc > 0 && whole * 2 >= nc, "size %zu: %d of %d containers list blocks of their own unit only", size, whole, nc);
+  /* A container's hint, if any, is the container HAK_BATCH_HINT older
+   * (types.h); a batch's first ones have none, nor the secure build's. */
+  int hinted = 0, wrong = 0;
+  for (int i = 0; i < nc; i++) {
+    uintptr_t hint = (uintptr_t)chain[i][2] >> HAK_COUNT_BITS;
+    hinted += hint != 0;
+    wrong += hint && (i + HAK_BATCH_HINT >= nc || hint != (uintptr_t)chain[i + HAK_BATCH_HINT]);
+  }
+  CHECK(wrong == 0, "size %zu: %d of %d containers' hints are not the container %d older", size, wrong, hinted,
+        HAK_BATCH_HINT);
+  CHECK(HAK_SECURE ? hinted == 0 : size != 64 || hinted * 2 >= nc, "size %zu: %d of %d containers have a hint", size,
+        hinted, nc);
   qsort(exempt, (size_t)ne, sizeof(void *), cmp_ptr);
   hak_cache_return(h, cls);
   uint64_t used = h->counters[cls].used_blocks;

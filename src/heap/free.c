@@ -98,7 +98,12 @@ HAK_INLINE void batch_store(hak_remote_batch_t *b, void *p) {
  * below its limit. counted: the class's containers have a count. */
 HAK_INLINE void batch_open(hak_remote_batch_t *b, bool counted, void **p) {
   uint32_t in_head = batch_in_head(b);
-  if (b->head && counted) b->head[2] = (void *)(uintptr_t)in_head;
+  if (b->head && counted) b->head[2] = (void *)((uintptr_t)b->head[2] | in_head);
+  if (counted) {   /* its hint (types.h, HAK_BATCH_HINT), lines this thread just wrote; the count when it closes */
+    void **a = HAK_SECURE ? NULL : b->head;
+    for (unsigned i = 1; a && i < HAK_BATCH_HINT; i++) a = (void **)a[0];
+    p[2] = (void *)((uintptr_t)a << HAK_COUNT_BITS);
+  }
   b->count += in_head + 1;
   p[0] = (void *)hak_link_encode(b->head, p);
   if (!b->head) b->tail = p;
@@ -117,7 +122,7 @@ HAK_INLINE hak_heap_t *heap_of_cache(hak_ucache_t *k, unsigned cls) {
  * whose cache is owner, and empty it; false if it held none. */
 static bool batch_send(hak_remote_batch_t *b, unsigned cls, hak_ucache_t *owner) {
   if (!b->head) return false;
-  if (hak_batch_counted(cls)) b->head[2] = (void *)(uintptr_t)batch_in_head(b);
+  if (hak_batch_counted(cls)) b->head[2] = (void *)((uintptr_t)b->head[2] | batch_in_head(b));
   inbox_push(heap_of_cache(owner, cls), cls, b->head, b->tail, batch_blocks(b));
   b->slot = b->slot_end = b->head = b->tail = NULL;
   b->count = 0;

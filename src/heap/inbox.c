@@ -61,7 +61,8 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache) {
   uint32_t at = taken;
   for (void **c = hak_inbox_first(w), **next; c; c = next) {
     next = hak_link_decode((uintptr_t)c[0], c);
-    uint32_t k = counted ? (uint32_t)(uintptr_t)c[2] : 0;
+    uint32_t k = counted ? hak_batch_count(c) : 0;
+    if (counted) hak_batch_prefetch(c);   /* the walk's next misses start (types.h) */
     if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
     n += k + 1;
     if (HAK_SECURE) c[0] = (void *)hak_link_end(c);   /* a free block of a cache */
