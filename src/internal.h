@@ -186,6 +186,7 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls);
 void hak_slab_put_local(hak_heap_t *h, void *p);
 void hak_slab_put_moved(hak_heap_t *h, hak_slab_t *s);
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s);
+void hak_slab_trim_due(hak_heap_t *h, bool all);   /* units of new slabs taken from other classes: the pages past their carve */
 bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss, bool leaving);
 void hak_superslab_unlend(hak_superslab_t *ss);   /* no dirty unit: no guest looks at it */
 hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a);

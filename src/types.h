@@ -343,6 +343,8 @@ typedef struct hak_cache_look_s {
   uint32_t same;
 } hak_cache_look_t;
 
+#define HAK_TRIMS 32   /* slabs a heap trims later (superslab.c) */
+
 enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };
 
 typedef struct hak_heap_s {
@@ -376,6 +378,9 @@ typedef struct hak_heap_s {
   uint32_t     visits_seen;            /* visits when the purger last looked at the heap (purger only) */
   uint64_t     refilled[(HAK_CLASSES + 63) / 64];   /* bit per class whose cache refilled since the last
                                           sweep of inboxes (release.c) */
+  hak_slab_t  *trims[HAK_TRIMS];       /* slabs whose units' pages beyond their carve go back a purge */
+  uint64_t     trims_at[HAK_TRIMS];    /* delay after these times, ms (superslab.c, hak_slab_trim_due), */
+  uint32_t     trims_due;              /* how many */
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */
   uint8_t      swings[HAK_CLASSES];    /* refills after a flush since the cache last grew (cache.c) */
   uint16_t     refill_batch[HAK_CLASSES];   /* blocks the next refill takes, 0: a page's worth (cache.c) */

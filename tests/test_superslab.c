@@ -219,10 +219,10 @@ static void *affinity_thread(void *arg) {
  * lowest one: a class that touched a page or two of its unit finds it
  * again. When that unit's last slab began under an earlier thread of the
  * heap (here: as if a new thread adopted it, gen), it keeps resident only
- * the pages the new class's first refill carves on (superslab.c,
- * unit_trim): before, it kept every page, and in a heap that threads with
- * other sizes adopt one after another every free unit ended with all its
- * pages resident (memory threads). */
+ * the pages the new class's slab carves on by its trim, a while later
+ * (superslab.c, unit_trim): before, it kept every page, and in a heap
+ * that threads with other sizes adopt one after another every free unit
+ * ended with all its pages resident (memory threads). */
 typedef struct {
   hak_superslab_t *ss;
   unsigned unit, touched;
@@ -299,12 +299,33 @@ static void *resident_thread(void *arg) {
   for (unsigned i = 0; i < n; i++)
     if (dirty[i].ss == ss && dirty[i].unit == u) got = dirty[i].touched;
   CHECK(got == most, "the next thread's new class went to a unit with %u pages touched, one had %u", got, most);
-  size_t need = (u == 0 ? HAK_SS_HEADER : 0) + (size_t)hak_refill_first(cls) * hak_class_size[cls];
-  unsigned keep = (unsigned)((need + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES);
-  unsigned resident = resident_from((char *)ss + ((uintptr_t)u << HAK_UNIT_SHIFT), keep);
-  CHECK(resident == 0, "a new class's slab (first refill: %u pages) left %u more pages of its unit resident", keep,
-        resident);
-  CHECK(ss->touched[u] <= keep, "its unit counts %u pages touched, the refill %u", ss->touched[u], keep);
+  hak_slab_t *s = &hak_ss_slabs(ss)[u];
+  CHECK(h->trims_due && h->trims[h->trims_due - 1] == s, "the new class's slab does not wait for its trim");
+  /* Before the trim, the slab grows into its unit's resident pages
+   * without faulting them in again. */
+  enum { MORE = 48 };
+  char *more[MORE];
+  struct rusage before, after;
+  getrusage(RUSAGE_THREAD, &before);
+  int grown = 0;
+  while (grown < MORE && s->carved < s->capacity && s->carved * hak_class_size[cls] < HAK_UNIT_SIZE / 2) {
+    escape(more[grown] = malloc(size));
+    memset(more[grown++], 1, size);
+  }
+  getrusage(RUSAGE_THREAD, &after);
+  size_t at = u == 0 ? HAK_SS_HEADER : 0;
+  unsigned deep = (unsigned)((at + (size_t)s->carved * hak_class_size[cls] + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES);
+  long faults = after.ru_minflt - before.ru_minflt;
+  CHECK(deep >= 6 && faults < 4, "the slab grew to %u pages of its unit before its trim with %ld page faults", deep,
+        faults);
+  hak_slab_trim_due(h, true);
+  CHECK(h->trims_due == 0, "%u trims wait after a trim of all", h->trims_due);
+  unsigned resident = resident_from((char *)ss + ((uintptr_t)u << HAK_UNIT_SHIFT), deep);
+  CHECK(resident == 0, "a new class's slab (carved: %u pages) left %u more pages of its unit resident", deep, resident);
+  CHECK(ss->touched[u] == deep, "its unit counts %u pages touched, the slab carved %u", ss->touched[u], deep);
+  CHECK(resident_from((char *)ss + ((uintptr_t)u << HAK_UNIT_SHIFT), 0) >= deep - 1,
+        "the trim took pages the slab carved on");
+  for (int i = 0; i < grown; i++) free(more[i]);
   free(p);
   return arg;
 }

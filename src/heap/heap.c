@@ -208,6 +208,7 @@ void hak_heap_give_back(hak_heap_t *h) {
 
 /* Return what the heap holds and does not use: cached blocks and the inbox
  * go back to their slabs, batches of other heaps' blocks to their owners,
+ * pages of new slabs beyond their carve to the OS (hak_slab_trim_due),
  * empty slabs are scheduled for decommit, empty SuperSlabs beyond those a
  * heap keeps go to the shared pool (release.c). With now set, everything is
  * decommitted or passed to the shared pool at once. Returns nonzero if
@@ -217,6 +218,7 @@ int hak_heap_release_all(hak_heap_t *h, bool now) {
   for (unsigned c = 0; c < HAK_CLASSES; c++) hak_cache_return(h, c);
   hak_heap_collect_inboxes(h, NULL);
   hak_remote_flush_all(h);
+  hak_slab_trim_due(h, now);
   int released = hak_release_purge(h, now ? HAK_PURGE_ALL : HAK_PURGE_LEAVE);
   hak_heap_leave(h, entered);
   return released;

@@ -40,6 +40,7 @@ static bool reclaim_other(hak_heap_t *h, bool wait, bool drain, uint32_t *sent) 
     if (atomic_load(&h->state) == HAK_HEAP_ACTIVE) {
       hak_heap_collect_inboxes(h, NULL);
       if (drain && h->thread) *sent += hak_heap_drain(h);
+      if (drain) hak_slab_trim_due(h, false);
     }
     atomic_store_explicit(&h->slow, 0, memory_order_release);
   }
@@ -158,10 +159,13 @@ static bool cache_big(const hak_ucache_t *k, unsigned cls) {
  *   shuffled (docs/design/tuning.md, "Remote-free batches");
  * - the caches of idle classes go back to their slabs (hak_cache_return):
  *   a thread that moved on to other sizes no longer keeps a cache's worth
- *   of each size it used, nor the slabs those blocks sit in. */
+ *   of each size it used, nor the slabs those blocks sit in;
+ * - the pages of new slabs taken from other classes beyond what they carved
+ *   since go back to the OS (hak_slab_trim_due). */
 void hak_heap_collect_idle(hak_heap_t *h) {
   hak_heap_collect_inboxes(h, h->refilled);
   for (unsigned c = 0; c < HAK_CLASSES; c++)
     if (cache_big(&h->cache[c], c) && cache_idle(&h->cache[c], &h->looks[c])) hak_cache_return(h, c);
   memset(h->refilled, 0, sizeof h->refilled);
+  hak_slab_trim_due(h, false);
 }

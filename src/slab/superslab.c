@@ -213,14 +213,46 @@ static bool run_warm(const hak_superslab_t *ss, unsigned u, unsigned units, uint
  * carves go back to the OS, since they follow the depth the other class
  * reached, not this one's (find_span). Units that pass between classes
  * within one thread keep their pages: a thread that cycles through sizes
- * would fault them in again at every turn (memory mid ran at 0.42x). */
-static void unit_trim(hak_superslab_t *ss, unsigned u, unsigned cls) {
-  size_t at = u == 0 ? HAK_SS_HEADER : 0, need = at + (size_t)hak_refill_first(cls) * hak_class_size[cls];
+ * would fault them in again at every turn (memory mid ran at 0.42x).
+ *
+ * Not at once: the pages the slab has not carved into (those past its
+ * carved blocks or its first refill's, whichever end higher) go back when
+ * it empties, or at the heap's first sweep a quarter of the purge delay
+ * later (hak_slab_trim_due), or when HAK_TRIMS newer ones wait, whichever
+ * comes first. Trimmed at once, they were often faulted in again soon
+ * after by the slab's next refills, and each trim is a system call whose
+ * TLB shootdown interrupts the process's other CPUs (mstress, 16 threads:
+ * 11,900 calls, half of them needless by the time the slab emptied;
+ * docs/design/tuning.md, "Units trimmed later"). */
+static void unit_trim(hak_superslab_t *ss, unsigned u, unsigned cls, uint32_t carved) {
+  size_t at = u == 0 ? HAK_SS_HEADER : 0, first = hak_refill_first(cls);
+  size_t need = at + (carved > first ? carved : first) * hak_class_size[cls];
   unsigned keep = (unsigned)((need + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES), touched = HAK_LOAD_SHARED(ss->touched[u]);
   if (touched <= keep) return;
   hak_os_decommit((char *)ss + ((uintptr_t)u << HAK_UNIT_SHIFT) + (uintptr_t)keep * HAK_PAGE_BYTES,
                   (size_t)(touched - keep) * HAK_PAGE_BYTES);
   HAK_STORE_SHARED(ss->touched[u], (uint8_t)keep);
+}
+
+/* Slab i of h's trims is trimmed now, and leaves the list. */
+static void trim_now(hak_heap_t *h, unsigned i) {
+  hak_slab_t *s = h->trims[i];
+  hak_superslab_t *ss = hak_slab_ss(s);
+  unit_trim(ss, (unsigned)(s - hak_ss_slabs(ss)), s->cls, s->carved);
+  h->trims_due--;
+  memmove(&h->trims[i], &h->trims[i + 1], (h->trims_due - i) * sizeof h->trims[0]);
+  memmove(&h->trims_at[i], &h->trims_at[i + 1], (h->trims_due - i) * sizeof h->trims_at[0]);
+}
+
+static void trim_later(hak_heap_t *h, hak_superslab_t *ss, unsigned u) {
+  if (h->trims_due == HAK_TRIMS) trim_now(h, 0);   /* the oldest, now */
+  h->trims[h->trims_due] = &hak_ss_slabs(ss)[u];
+  h->trims_at[h->trims_due++] = hak_os_now_ms();
+}
+
+void hak_slab_trim_due(hak_heap_t *h, bool all) {
+  uint64_t now = all ? 0 : hak_os_now_ms(), delay = hak_release_delay() / 4;   /* above */
+  while (h->trims_due && (all || now - h->trims_at[0] >= delay)) trim_now(h, 0);   /* oldest first */
 }
 
 /* Which runs claim_span takes: one that last held the class and may still
@@ -272,7 +304,7 @@ static int claim_span(hak_heap_t *h, hak_superslab_t *ss, unsigned cls, unsigned
     }
     if (units == 1 && d && HAK_LOAD_SHARED(ss->span_class[u]) != cls + 1 &&
         (guest || HAK_LOAD_SHARED(ss->taken_gen[u]) != h->gen))
-      unit_trim(ss, (unsigned)u, cls);
+      trim_later(h, ss, (unsigned)u);
     return u;
   }
 }
@@ -464,6 +496,11 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   if (!h->warm[cls] && !h->full[cls]) h->listed[cls / 64] &= ~(1ull << (cls % 64));
   hak_superslab_t *ss = hak_slab_ss(s);
   unsigned u = (unsigned)(s - hak_ss_slabs(ss));
+  for (unsigned i = 0; i < h->trims_due; i++)   /* its pending trim, now: the unit goes back as carved */
+    if (h->trims[i] == s) {
+      trim_now(h, i);
+      break;
+    }
   HAK_COUNT(h->counters[cls].slabs, -1);
   if (HAK_STAT) hak_stats_slab_bytes(cls, -(int64_t)((uintptr_t)ss + slab_end(u, units) - s->start));
   for (unsigned i = 0; i < units; i++) {
