@@ -343,7 +343,13 @@ typedef struct hak_cache_look_s {
   uint32_t same;
 } hak_cache_look_t;
 
-#define HAK_TRIMS 32   /* slabs a heap trims later (superslab.c) */
+/* A slab a heap trims later (superslab.c, hak_slab_trim_due): its units'
+ * pages past its carve go back a quarter of the purge delay after at (ms). */
+#define HAK_TRIMS 32
+typedef struct hak_trim_s {
+  hak_slab_t *slab;
+  uint64_t    at;
+} hak_trim_t;
 
 enum { HAK_HEAP_ACTIVE = 0, HAK_HEAP_ABANDONED = 1, HAK_HEAP_COLLECTING = 2 };
 
@@ -378,8 +384,7 @@ typedef struct hak_heap_s {
   uint32_t     visits_seen;            /* visits when the purger last looked at the heap (purger only) */
   uint64_t     refilled[(HAK_CLASSES + 63) / 64];   /* bit per class whose cache refilled since the last
                                           sweep of inboxes (release.c) */
-  hak_slab_t  *trims[HAK_TRIMS];       /* slabs whose units' pages beyond their carve go back a purge */
-  uint64_t     trims_at[HAK_TRIMS];    /* delay after these times, ms (superslab.c, hak_slab_trim_due), */
+  hak_trim_t   trims[HAK_TRIMS];       /* slabs owed a trim, oldest first, */
   uint32_t     trims_due;              /* how many */
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */
   uint8_t      swings[HAK_CLASSES];    /* refills after a flush since the cache last grew (cache.c) */

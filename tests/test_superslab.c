@@ -300,7 +300,7 @@ static void *resident_thread(void *arg) {
     if (dirty[i].ss == ss && dirty[i].unit == u) got = dirty[i].touched;
   CHECK(got == most, "the next thread's new class went to a unit with %u pages touched, one had %u", got, most);
   hak_slab_t *s = &hak_ss_slabs(ss)[u];
-  CHECK(h->trims_due && h->trims[h->trims_due - 1] == s, "the new class's slab does not wait for its trim");
+  CHECK(h->trims_due && h->trims[h->trims_due - 1].slab == s, "the new class's slab does not wait for its trim");
   /* Before the trim, the slab grows into its unit's resident pages
    * without faulting them in again. */
   enum { MORE = 48 };

@@ -101,7 +101,7 @@ HAK_INLINE void batch_open(hak_remote_batch_t *b, bool counted, void **p) {
   if (b->head && counted) b->head[2] = (void *)((uintptr_t)b->head[2] | in_head);
   if (counted) {   /* its hint (types.h, HAK_BATCH_HINT), lines this thread just wrote; the count when it closes */
     void **a = HAK_SECURE ? NULL : b->head;
-    for (unsigned i = 1; a && i < HAK_BATCH_HINT; i++) a = (void **)a[0];
+    for (unsigned i = 1; a && i < HAK_BATCH_HINT; i++) a = hak_link_decode((uintptr_t)a[0], a);
     p[2] = (void *)((uintptr_t)a << HAK_COUNT_BITS);
   }
   b->count += in_head + 1;

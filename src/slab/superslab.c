@@ -236,23 +236,22 @@ static void unit_trim(hak_superslab_t *ss, unsigned u, unsigned cls, uint32_t ca
 
 /* Slab i of h's trims is trimmed now, and leaves the list. */
 static void trim_now(hak_heap_t *h, unsigned i) {
-  hak_slab_t *s = h->trims[i];
+  hak_slab_t *s = h->trims[i].slab;
   hak_superslab_t *ss = hak_slab_ss(s);
   unit_trim(ss, (unsigned)(s - hak_ss_slabs(ss)), s->cls, s->carved);
   h->trims_due--;
   memmove(&h->trims[i], &h->trims[i + 1], (h->trims_due - i) * sizeof h->trims[0]);
-  memmove(&h->trims_at[i], &h->trims_at[i + 1], (h->trims_due - i) * sizeof h->trims_at[0]);
 }
 
 static void trim_later(hak_heap_t *h, hak_superslab_t *ss, unsigned u) {
   if (h->trims_due == HAK_TRIMS) trim_now(h, 0);   /* the oldest, now */
-  h->trims[h->trims_due] = &hak_ss_slabs(ss)[u];
-  h->trims_at[h->trims_due++] = hak_os_now_ms();
+  h->trims[h->trims_due++] = (hak_trim_t){&hak_ss_slabs(ss)[u], hak_os_now_ms()};
 }
 
 void hak_slab_trim_due(hak_heap_t *h, bool all) {
+  if (!h->trims_due) return;   /* no clock read on a sweep that owes none */
   uint64_t now = all ? 0 : hak_os_now_ms(), delay = hak_release_delay() / 4;   /* above */
-  while (h->trims_due && (all || now - h->trims_at[0] >= delay)) trim_now(h, 0);   /* oldest first */
+  while (h->trims_due && (all || now - h->trims[0].at >= delay)) trim_now(h, 0);   /* oldest first */
 }
 
 /* Which runs claim_span takes: one that last held the class and may still
@@ -497,7 +496,7 @@ void hak_slab_release(hak_heap_t *h, hak_slab_t *s) {
   hak_superslab_t *ss = hak_slab_ss(s);
   unsigned u = (unsigned)(s - hak_ss_slabs(ss));
   for (unsigned i = 0; i < h->trims_due; i++)   /* its pending trim, now: the unit goes back as carved */
-    if (h->trims[i] == s) {
+    if (h->trims[i].slab == s) {
       trim_now(h, i);
       break;
     }
