@@ -93,12 +93,18 @@ HAK_INLINE void batch_store(hak_remote_batch_t *b, void *p) {
   b->slot = at + 1;
 }
 
+/* The newest container of b closes: the count of the addresses stored in
+ * it joins its hint (types.h, HAK_BATCH_HINT). */
+HAK_INLINE void batch_close_head(hak_remote_batch_t *b) {
+  b->head[2] = (void *)((uintptr_t)b->head[2] | batch_in_head(b));
+}
+
 /* Start a new container p in front of the batch's chain; free's fast path
  * may store addresses in it up to its room, and as far as the batch stays
  * below its limit. counted: the class's containers have a count. */
 HAK_INLINE void batch_open(hak_remote_batch_t *b, bool counted, void **p) {
   uint32_t in_head = batch_in_head(b);
-  if (b->head && counted) b->head[2] = (void *)((uintptr_t)b->head[2] | in_head);
+  if (b->head && counted) batch_close_head(b);
   if (counted) {   /* its hint (types.h, HAK_BATCH_HINT), lines this thread just wrote; the count when it closes */
     void **a = HAK_SECURE ? NULL : b->head;
     for (unsigned i = 1; a && i < HAK_BATCH_HINT; i++) a = hak_link_decode((uintptr_t)a[0], a);
@@ -122,7 +128,7 @@ HAK_INLINE hak_heap_t *heap_of_cache(hak_ucache_t *k, unsigned cls) {
  * whose cache is owner, and empty it; false if it held none. */
 static bool batch_send(hak_remote_batch_t *b, unsigned cls, hak_ucache_t *owner) {
   if (!b->head) return false;
-  if (hak_batch_counted(cls)) b->head[2] = (void *)((uintptr_t)b->head[2] | batch_in_head(b));
+  if (hak_batch_counted(cls)) batch_close_head(b);
   inbox_push(heap_of_cache(owner, cls), cls, b->head, b->tail, batch_blocks(b));
   b->slot = b->slot_end = b->head = b->tail = NULL;
   b->count = 0;
