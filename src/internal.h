@@ -321,6 +321,24 @@ HAK_INLINE bool hak_inboxes_any(hak_heap_t *h, unsigned from, unsigned n) {
   for (unsigned i = 0; i < n; i++) any |= atomic_load_explicit(&h->inbox[from + i], memory_order_relaxed);
   return any != 0;
 }
+/* Containers' worth a refill takes from its class's pending chain (the
+ * inbox it took, inbox.c), at most. A refill of the whole inbox read every
+ * container of it in one walk, each a line another thread wrote, one miss
+ * after the other (a quarter of the time of a thread that allocates what
+ * another frees); a few at a time, the next one prefetched, the misses
+ * overlap the program's work between two refills (docs/design/tuning.md,
+ * "Remote-free batches"). */
+#define HAK_PENDING_TAKE 4
+/* Caches' worth of blocks an inbox may hold for its class's pending chain
+ * to take it; a larger one goes back to its slabs (inbox.c). */
+#define HAK_PENDING_MOST 16
+/* Has any class of h a pending chain (inbox.c)? Read by the purger while
+ * the owner may change them. */
+HAK_INLINE bool hak_heap_pending_any(hak_heap_t *h) {
+  uint64_t any = 0;
+  for (unsigned w = 0; w < (HAK_CLASSES + 63) / 64; w++) any |= HAK_LOAD_SHARED(h->pending_in[w]);
+  return any != 0;
+}
 void hak_free_slow(void *p);
 void hak_free_other(const void *p);
 void hak_free_remote(void *p, hak_slab_t *s);

@@ -384,6 +384,9 @@ typedef struct hak_heap_s {
   uint32_t     visits_seen;            /* visits when the purger last looked at the heap (purger only) */
   uint64_t     refilled[(HAK_CLASSES + 63) / 64];   /* bit per class whose cache refilled since the last
                                           sweep of inboxes (release.c) */
+  void       **pending[HAK_CLASSES];   /* the chain of an inbox its refills take a few containers at a
+                                          time (inbox.c), */
+  uint64_t     pending_in[(HAK_CLASSES + 63) / 64];   /* and a bit per class that has one (read by the purger) */
   hak_trim_t   trims[HAK_TRIMS];       /* slabs owed a trim, oldest first, */
   uint32_t     trims_due;              /* how many */
   uint8_t      flushing[HAK_CLASSES];  /* flushes of the class since its last refill (saturating) */

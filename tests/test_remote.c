@@ -80,16 +80,36 @@ static void check_remote_free(size_t size, int n) {
   for (int i = 0; i < n; i++) free(remote_blocks[i]);
 }
 
+/* Blocks the refill of an empty cache of class cls (of cap blocks) takes
+ * from the inbox word w, whose containers have a count: the newest ones as
+ * long as a whole container still fits HAK_PENDING_TAKE containers' worth,
+ * within the cache; none from an inbox of more than HAK_PENDING_MOST
+ * caches' worth, which goes back to its slabs (inbox.c). */
+static uint32_t refill_takes(hak_heap_t *h, unsigned cls, uintptr_t w, uint32_t cap) {
+  if (hak_inbox_blocks(w) > HAK_PENDING_MOST * cap) return 0;
+  uint32_t most = h->outgoing[cls].room + 1, at = HAK_PENDING_TAKE * most < cap ? HAK_PENDING_TAKE * most : cap, n = 0;
+  for (void **c = hak_inbox_first(w); c && at >= most && hak_batch_count(c) + 1 <= at; c = hak_link_decode((uintptr_t)c[0], c)) {
+    at -= hak_batch_count(c) + 1;
+    n += hak_batch_count(c) + 1;
+  }
+  return n;
+}
+
 /* Blocks freed by another thread come back most recently freed first, as
- * the thread's own frees do: a refill lays its inbox in the class's empty
- * cache, whose top malloc pops (a plain chain, containers, a mid class),
- * three quarters of the cache full; the oldest of the rest go back to their
- * slabs. An inbox of four times that or more (a producer's blocks coming
- * back from its consumers) first doubles the cache, within its room. */
+ * the thread's own frees do: a refill lays them in the class's empty
+ * cache, whose top malloc pops (a plain chain, containers, a mid class).
+ * A plain chain fills three quarters of the cache, the oldest of the rest
+ * going back to their slabs, and an inbox of four times that or more (a
+ * producer's blocks coming back from its consumers) first doubles the
+ * cache, within its room. Containers come a few at a time (refill_takes):
+ * the rest waits as the class's pending chain, in use as far as the slabs
+ * know, until the next refills or a collection; an inbox of more than
+ * HAK_PENDING_MOST caches' worth goes back to its slabs at once. */
 static void check_remote_order(size_t size, int n) {
   hak_heap_t *h = hak_heap_get();
   unsigned cls = hak_class_of(size);
   hak_ucache_t *c = &h->cache[cls];
+  bool counted = hak_batch_counted(cls);
   remote_n = n;
   for (int i = 0; i < n; i++) remote_blocks[i] = malloc(size);
   pthread_t t;
@@ -98,21 +118,35 @@ static void check_remote_order(size_t size, int n) {
   hak_cache_return(h, cls);   /* empty, at its first capacity */
   uint32_t cap = hak_cache_cap(c), fits = cap - cap / 4, room = h->cache_room[cls];
   uint32_t twice = 2 * cap < room ? 2 * cap : room;
+  bool counted_pends = counted && (uint32_t)n <= HAK_PENDING_MOST * cap;
+  uint32_t expect = counted ? refill_takes(h, cls, atomic_load(&h->inbox[cls]), cap) : 0;
   uint64_t used = h->counters[cls].used_blocks;
   uint32_t got = hak_heap_take_remote(h, cls, true);
   uint32_t grown = hak_cache_cap(c), holds = grown - grown / 4;
-  CHECK(grown == ((uint32_t)n / 4 >= fits ? twice : cap), "size %zu: an inbox of %d made a cache of %u (room %u) one of %u",
+  CHECK(grown == (!counted && (uint32_t)n / 4 >= fits ? twice : cap), "size %zu: an inbox of %d made a cache of %u (room %u) one of %u",
         size, n, cap, room, grown);
-  CHECK(got == ((uint32_t)n < holds ? (uint32_t)n : holds), "size %zu: %u of %d remotely freed blocks taken by a cache of %u",
-        size, got, n, grown);
-  CHECK(h->counters[cls].used_blocks + (uint64_t)(n - (int)got) == used, "size %zu: %llu blocks in use, %llu before %d went back",
-        size, (unsigned long long)h->counters[cls].used_blocks, (unsigned long long)used, n - (int)got);
+  if (counted)
+    CHECK(got == expect && (got > 0) == counted_pends && got < (uint32_t)n, "size %zu: %u of %d remotely freed blocks taken, not %u",
+          size, got, n, expect);
+  else
+    CHECK(got == ((uint32_t)n < holds ? (uint32_t)n : holds), "size %zu: %u of %d remotely freed blocks taken by a cache of %u",
+          size, got, n, grown);
+  uint32_t back = counted_pends ? 0 : (uint32_t)n - got;
+  CHECK(h->counters[cls].used_blocks + back == used, "size %zu: %llu blocks in use, %llu before %u went back",
+        size, (unsigned long long)h->counters[cls].used_blocks, (unsigned long long)used, back);
+  CHECK(counted_pends == (h->pending[cls] != NULL) && counted_pends == (h->pending_in[cls / 64] >> (cls % 64) & 1),
+        "size %zu: the pending chain is %p", size, (void *)h->pending[cls]);
   int newest_first = 0;
   for (uint32_t j = 0; j < got; j++) newest_first += c->items[j] == remote_blocks[n - (int)got + (int)j];
   CHECK(newest_first == (int)got, "size %zu: %d of %u blocks come back most recently freed first", size, newest_first, got);
   c->top = c->items + got;
   hak_cache_return(h, cls);
   CHECK(hak_cache_cap(c) == cap, "size %zu: the cache went back to %u blocks, not %u", size, hak_cache_cap(c), cap);
+  used = h->counters[cls].used_blocks;
+  hak_heap_collect_inboxes(h, NULL);
+  CHECK(!h->pending[cls] && !(h->pending_in[cls / 64] >> (cls % 64) & 1), "size %zu: a collection left the pending chain", size);
+  CHECK(h->counters[cls].used_blocks + (n - got - back) == used, "size %zu: the collection took %llu pending blocks back, not %u",
+        size, (unsigned long long)(used - h->counters[cls].used_blocks), n - got - back);
 }
 
 /* A block's payload words (2 on) as the test wrote them. */
@@ -168,6 +202,13 @@ static void check_remote_containers(size_t size, int n) {
   uint64_t used = h->counters[cls].used_blocks;
   uint32_t got = hak_heap_take_remote(h, cls, true);
   CHECK(got < (uint32_t)n, "size %zu: a cache took all %d blocks of its inbox", size, n);
+  if ((uint32_t)n <= HAK_PENDING_MOST * hak_cache_cap(&h->cache[cls]))
+    CHECK(h->counters[cls].used_blocks == used && h->pending[cls], "size %zu: %d blocks left pending, %llu went back", size,
+          n - (int)got, (unsigned long long)(used - h->counters[cls].used_blocks));
+  else
+    CHECK(got == 0 && !h->pending[cls], "size %zu: the refill of an inbox of %d took %u, left %p pending", size, n, got,
+          (void *)h->pending[cls]);
+  hak_heap_collect_inboxes(h, NULL);
   CHECK(h->counters[cls].used_blocks + (uint64_t)(n - (int)got) == used, "size %zu: %d blocks went back, %llu counted",
         size, n - (int)got, (unsigned long long)(used - h->counters[cls].used_blocks));
   int written = 0;
@@ -319,6 +360,48 @@ static void test_sleeping_inbox(void) {
         (unsigned long long)h->counters[cls].used_blocks, (unsigned long long)used, SLEEPER_N);
 }
 
+/* A refill takes a few containers of the inbox and leaves the rest as its
+ * class's pending chain; while the thread sleeps, the purger takes that
+ * back to the slabs too. And the release tick's sweep takes the pending
+ * chain of a class that has not refilled since the sweep before. */
+static void test_sleeping_pending(void) {
+  hak_heap_t *h = hak_heap_get();
+  unsigned cls = hak_class_of(1008);
+  static void *blocks[SLEEPER_N];
+  for (int i = 0; i < SLEEPER_N; i++) escape(blocks[i] = malloc(1008));
+  pthread_t t;
+  pthread_create(&t, NULL, free_all_thread, blocks);
+  pthread_join(t, NULL);
+  hak_cache_return(h, cls);
+  void *p = malloc(1008);   /* the refill */
+  escape(p);
+  CHECK(h->pending[cls] && !atomic_load(&h->inbox[cls]), "a refill of an inbox of %d blocks left no pending chain", SLEEPER_N);
+  uint64_t used = h->counters[cls].used_blocks;
+  bool waiting = true;
+  for (int k = 0; k < 100 && waiting; k++) {
+    usleep((useconds_t)hak_release_delay() * 1000 / 2 + 50000);
+    waiting = HAK_LOAD_SHARED(h->pending_in[cls / 64]) >> (cls % 64) & 1;
+  }
+  CHECK(!waiting, "a sleeping thread's pending chain still holds the blocks another thread freed");
+  uint32_t cap = hak_cache_cap(&h->cache[cls]);
+  CHECK(h->counters[cls].used_blocks + SLEEPER_N - cap <= used, "%llu blocks in use, %llu before the pending chain went back",
+        (unsigned long long)h->counters[cls].used_blocks, (unsigned long long)used);
+  free(p);
+
+  for (int i = 0; i < SLEEPER_N; i++) escape(blocks[i] = malloc(1008));
+  pthread_create(&t, NULL, free_all_thread, blocks);
+  pthread_join(t, NULL);
+  hak_cache_return(h, cls);
+  hak_heap_collect_idle(h);
+  escape(p = malloc(1008));   /* a refill since the sweep */
+  CHECK(h->pending[cls] != NULL, "a refill of an inbox of %d blocks left no pending chain", SLEEPER_N);
+  hak_heap_collect_idle(h);
+  CHECK(h->pending[cls] != NULL, "the sweep took the pending chain of a class that refilled since the last");
+  hak_heap_collect_idle(h);
+  CHECK(h->pending[cls] == NULL, "a second sweep left the pending chain of a class that did not refill since");
+  free(p);
+}
+
 static void test_remote_free(void) {
   check_remote_free(16, REMOTE_N);
   check_remote_free(48, REMOTE_N);
@@ -338,8 +421,8 @@ static void test_remote_order(void) {
 }
 
 /* An inbox of more blocks than its word counts (HAK_INBOX_MAX) loses none:
- * the count stops there, a refill takes what the cache holds, and every
- * other block goes back to its slab, to be handed out once. */
+ * the count stops there, beyond HAK_PENDING_MOST caches' worth, so the
+ * refill sends every block back to its slab, to be handed out once. */
 enum { OVERFLOW_N = HAK_INBOX_MAX + 1000 };
 static void **overflow_blocks;
 
@@ -365,10 +448,10 @@ static void test_inbox_overflow(void) {
   hak_cache_return(h, cls);
   uint64_t used = h->counters[cls].used_blocks;
   uint32_t got = hak_heap_take_remote(h, cls, true);
-  CHECK(got > 0 && got <= hak_cache_cap(c), "a refill took %u blocks of an overflowing inbox into a cache of %u", got,
+  CHECK(got == 0 && !h->pending[cls], "a refill took %u blocks of an overflowing inbox into a cache of %u", got,
         hak_cache_cap(c));
-  CHECK(h->counters[cls].used_blocks + (uint64_t)(OVERFLOW_N - (int)got) == used, "%llu blocks went back, not %d",
-        (unsigned long long)(used - h->counters[cls].used_blocks), OVERFLOW_N - (int)got);
+  CHECK(h->counters[cls].used_blocks + (uint64_t)OVERFLOW_N == used, "%llu blocks went back, not %d",
+        (unsigned long long)(used - h->counters[cls].used_blocks), OVERFLOW_N);
   c->top = c->items + got;
   for (int i = 0; i < OVERFLOW_N; i++) overflow_blocks[i] = malloc(size);
   int twice = handed_twice(overflow_blocks, OVERFLOW_N);
@@ -385,6 +468,7 @@ static const test_case_t cases[] = {
     {"inbox_overflow", test_inbox_overflow},
     {"sweep_idle", test_sweep_idle},
     {"sleeping_inbox", test_sleeping_inbox},
+    {"sleeping_pending", test_sleeping_pending},
 };
 
 int main(int argc, char **argv) { return RUN_INTERNAL_CASES("remote", cases, argc, argv); }

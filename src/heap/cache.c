@@ -126,9 +126,11 @@ static uint32_t slabs_take(hak_heap_t *h, unsigned cls, void **out, uint32_t wan
 }
 
 static uint32_t refill(hak_heap_t *h, unsigned cls) {
-  hak_release_tick(h);
   hak_ucache_t *c = &h->cache[cls];
-  if (c->top != c->items) return hak_cache_count(c);   /* the tick's allocations refilled it */
+  if (!h->pending[cls]) {   /* a refill from the pending chain, a few containers, is no slow-path visit */
+    hak_release_tick(h);
+    if (c->top != c->items) return hak_cache_count(c);   /* the tick's allocations refilled it */
+  }
   uint32_t cap = hak_cache_cap(c);
   uint32_t batch = h->refill_batch[cls];
   if (HAK_UNLIKELY(batch < cap / 2)) batch = refill_ramp(h, cls, batch, cap / 2);
@@ -138,7 +140,7 @@ static uint32_t refill(hak_heap_t *h, unsigned cls) {
   h->refilled[cls / 64] |= 1ull << (cls % 64);
   uint32_t n = hak_heap_take_remote(h, cls, true);   /* into the empty cache, which it may move */
   c->top = c->items + n;
-  if (n < batch) c->top += slabs_take(h, cls, c->top, batch - n);
+  if (n < batch && !(n && hak_batch_counted(cls))) c->top += slabs_take(h, cls, c->top, batch - n);   /* what others freed first */
   return hak_cache_count(c);
 }
 
@@ -272,7 +274,8 @@ static bool cache_grow(hak_heap_t *h, hak_ucache_t *c, unsigned cls) {
 }
 
 /* How many blocks a refill may take into the class's empty cache from an
- * inbox of n: three quarters of the cache, which first doubles
+ * inbox of n whose blocks have no count (inbox.c): three quarters of the
+ * cache, which first doubles
  * from its first capacity (within its room) if n is GROW_INBOX times what
  * it holds or more. Such an inbox is another thread freeing the batches
  * this one allocates faster than it allocates them (a producer's blocks

@@ -100,10 +100,10 @@ hak_heap_t *hak_heap_new(bool few_cached) {
 #endif
     h->cache[c].top = h->cache[c].items = it;
     h->cache[c].end = it + cap;
-    /* A batch fills the owner's refill, which takes up to three quarters
-     * of the cache from its inbox (docs/design/tuning.md, "Remote-free
-     * batches"). What a sleeping thread's partial batches hold, drains
-     * send (drain.c). */
+    /* A batch holds three quarters of the cache; the owner's refills take
+     * its containers a few at a time (inbox.c; docs/design/tuning.md,
+     * "Remote-free batches"). What a sleeping thread's partial batches
+     * hold, drains send (drain.c). */
     hak_remote_batch_t *b = &h->outgoing[c];
     b->limit = cap >= 8 ? cap - cap / 4 : 1;
     uint32_t holds = hak_container_room(c);   /* a container of the batch lists fewer than its limit */

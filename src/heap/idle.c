@@ -93,7 +93,7 @@ static uint64_t reclaim_round(bool all, uint32_t *sent) {
   for (hak_heap_t *h = hak_heap_list(); h; h = h->next_heap) {
     if (h == hak_prof_heap || h == hak_tls_heap || atomic_load_explicit(&h->state, memory_order_relaxed) != HAK_HEAP_ACTIVE)
       continue;
-    bool any = hak_inboxes_any(h, 0, HAK_CLASSES), busy = false, drain = all;
+    bool any = hak_inboxes_any(h, 0, HAK_CLASSES) || hak_heap_pending_any(h), busy = false, drain = all;
     if (!all) {   /* visits_seen, held_seen and seen_since are the purger's */
       uint32_t visits = atomic_load_explicit(&h->visits, memory_order_relaxed);
       uint64_t held = held_sum(h);

@@ -29,17 +29,80 @@ static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void *
   }
 }
 
+static void pending_set(hak_heap_t *h, unsigned cls, void **c) {
+  h->pending[cls] = c;
+  uint64_t bit = 1ull << (cls % 64), w = h->pending_in[cls / 64];
+  if (!c != !(w & bit)) HAK_STORE_SHARED(h->pending_in[cls / 64], w ^ bit);
+}
+
+/* Container c of class cls's chain: its count into *k, checked in the
+ * secure build (which leaves it a free block of a cache); its link. */
+static void **container_open(hak_heap_t *h, unsigned cls, void **c, bool counted, uint32_t *k) {
+  void **next = hak_link_decode((uintptr_t)c[0], c);
+  *k = counted ? hak_batch_count(c) : 0;
+  if (counted) hak_batch_prefetch(c);   /* the walk's next misses start (types.h) */
+  if (HAK_SECURE) {
+    remote_check_container(h, cls, c, next, *k);
+    c[0] = (void *)hak_link_end(c);
+  }
+  return next;
+}
+
+/* The refill of class cls's empty cache, whose containers have a count:
+ * from its pending chain, which takes the inbox's whole chain when it has
+ * none, up to HAK_PENDING_TAKE containers' worth as far as the cache holds
+ * them, each with the blocks it lists, the newest freed on top. An inbox
+ * of more than HAK_PENDING_MOST caches' worth goes back to its slabs
+ * instead (the refill then takes from them): a producer whose consumers
+ * freed that much while it did not allocate keeps its slabs from emptying
+ * no longer than it did before the chain. */
+static uint32_t take_pending(hak_heap_t *h, unsigned cls) {
+  void **c = h->pending[cls];
+  uint32_t cap = hak_cache_cap(&h->cache[cls]);
+  if (!c) {
+    uintptr_t w = atomic_load_explicit(&h->inbox[cls], memory_order_relaxed);
+    if (!w) return 0;
+    if (hak_inbox_blocks(w) > HAK_PENDING_MOST * cap) {
+      hak_heap_take_remote(h, cls, false);
+      return 0;
+    }
+    c = hak_inbox_first(atomic_exchange_explicit(&h->inbox[cls], 0, memory_order_acquire));
+  }
+  void **out = h->cache[cls].items;
+  uint32_t most = h->outgoing[cls].room + 1u, n = 0, k;   /* most: a container's blocks */
+  uint32_t at = HAK_PENDING_TAKE * most < cap ? HAK_PENDING_TAKE * most : cap;   /* filled from there down */
+  while (c && at >= most && hak_batch_count(c) + 1 <= at) {
+    void **next = container_open(h, cls, c, true, &k);
+    at -= k;
+    memcpy(out + at, c + 3, k * sizeof *out);   /* freed after c, the newest last */
+    out[--at] = c;
+    n += k + 1;
+    c = next;
+  }
+  pending_set(h, cls, c);
+  if (c && !n) {   /* the cache cannot hold a container (it shrank): all of them back to their slabs */
+    hak_heap_take_remote(h, cls, false);
+    return 0;
+  }
+  if (at) memmove(out, out + at, n * sizeof *out);
+  if (c) __builtin_prefetch(c, 1);   /* the next refill's first */
+  HAK_COUNT(h->counters[cls].remote_received, n);
+  return n;
+}
+
 /* Take the inbox of class cls: with into_cache (the class's cache is
- * empty), as much of it as three quarters of the cache hold into the
- * cache, the cache first doubling once for an inbox four times that or
- * more (hak_cache_room_for): they stay in use as far as their slabs know, like
- * any cached block; the rest back to their slabs (without into_cache, all
- * of it, in one walk). The inbox holds the newest container first, and a
- * container lists the blocks freed after it. The blocks are laid so that
- * the cache, popped from its top, hands out the most recently freed first,
- * as it does with its own thread's frees: the inbox word gives the count
- * (hak_inbox_blocks), the cache is filled from its end, the newest batch's
- * last block on top;
+ * empty), some of it into the cache, else all of it back to their slabs,
+ * with the class's pending chain. A class whose containers have a count
+ * refills from its pending chain (take_pending); one whose containers have
+ * none (each a block alone) takes as much as three quarters of the cache
+ * hold into the cache, the cache first doubling once for an inbox four
+ * times that or more (hak_cache_room_for). Blocks in the cache or pending
+ * stay in use as far as their slabs know, like any cached block. The inbox
+ * holds the newest container first, and a container lists the blocks
+ * freed after it. The blocks are laid so that the cache, popped from its
+ * top, hands out the most recently freed first, as it does with its own
+ * thread's frees: the inbox word gives the count (hak_inbox_blocks), the
+ * cache is filled from its end, the newest batch's last block on top;
  * what does not fit (the oldest) goes back to its slabs: a consumer thread
  * that reads the blocks it gets finds the newest in its cache
  * (docs/design/tuning.md, "Remote-free batches"). A container that does
@@ -48,27 +111,29 @@ static void remote_check_container(hak_heap_t *h, unsigned cls, void **c, void *
  * them: returning it may empty its slab, whose pages may then be
  * decommitted. Returns the number put in the cache. */
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache) {
-  if (!atomic_load_explicit(&h->inbox[cls], memory_order_relaxed)) return 0;
-  uintptr_t w = atomic_exchange_explicit(&h->inbox[cls], 0, memory_order_acquire);
   bool counted = hak_batch_counted(cls);
-  uint32_t n = 0, taken = 0;
+  if (into_cache && counted) return take_pending(h, cls);
+  uint32_t n = 0, taken = 0, k;
+  for (void **c = h->pending[cls], **next; c; c = next) {
+    next = container_open(h, cls, c, counted, &k);
+    n += k + 1;
+    hak_slab_put_container(h, cls, c, k);
+  }
+  if (h->pending[cls]) pending_set(h, cls, NULL);
+  uintptr_t w = atomic_load_explicit(&h->inbox[cls], memory_order_relaxed) ? atomic_exchange_explicit(&h->inbox[cls], 0, memory_order_acquire) : 0;
   void **out = NULL;
-  if (into_cache) {   /* the cache is filled from its end */
+  if (w && into_cache) {   /* the cache is filled from its end */
     uint32_t blocks = hak_inbox_blocks(w), room = hak_cache_room_for(h, cls, blocks);
     taken = blocks < room ? blocks : room;   /* blocks: the chain's, or HAK_INBOX_MAX of a longer one */
     out = h->cache[cls].items;               /* where the growth moved them */
   }
   uint32_t at = taken;
   for (void **c = hak_inbox_first(w), **next; c; c = next) {
-    next = hak_link_decode((uintptr_t)c[0], c);
-    uint32_t k = counted ? hak_batch_count(c) : 0;
-    if (counted) hak_batch_prefetch(c);   /* the walk's next misses start (types.h) */
-    if (HAK_SECURE) remote_check_container(h, cls, c, next, k);
+    next = container_open(h, cls, c, counted, &k);
     n += k + 1;
-    if (HAK_SECURE) c[0] = (void *)hak_link_end(c);   /* a free block of a cache */
     uint32_t t = k < at ? k : at, i = k - t;   /* its newest t on top of out[], in order */
     if (t) {   /* out is NULL without into_cache */
-      memcpy(out + at - t, c + 3 + i, t * sizeof *out);
+      memcpy(out + at - t, c + 3, t * sizeof *out);
       at -= t;
     }
     if (at) out[--at] = c;   /* then it lists no more (i is 0) */
@@ -85,4 +150,7 @@ void hak_heap_collect_inboxes(hak_heap_t *h, const uint64_t *skip) {
     if (hak_inboxes_any(h, g, GROUP))
       for (unsigned c = g; c < g + GROUP; c++)
         if (!skip || !(skip[c / 64] >> (c % 64) & 1)) hak_heap_take_remote(h, c, false);
+  for (unsigned w = 0; w < (HAK_CLASSES + 63) / 64; w++)   /* pending chains of classes whose inbox is empty */
+    for (uint64_t m = h->pending_in[w] & ~(skip ? skip[w] : 0); m; m &= m - 1)
+      hak_heap_take_remote(h, w * 64 + (unsigned)__builtin_ctzll(m), false);
 }
