@@ -3,6 +3,8 @@
  * sweep takes the inbox of an idle class, and the purger the inbox of a
  * thread that sleeps. */
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "internals.h"
@@ -460,12 +462,42 @@ static void test_inbox_overflow(void) {
   free(overflow_blocks);
 }
 
+/* Rounds of a random number of blocks freed by another thread and a
+ * random number allocated again: whichever way the refills take the inbox
+ * (the pending chain, or an inbox too large for it sent to the slabs; a
+ * plain chain for 16 bytes), no block is handed out twice, and each keeps
+ * what was written into it. */
+static void test_remote_rounds(void) {
+  static const size_t sizes[] = {16, 64, 256};
+  static void *got[REMOTE_N];
+  unsigned seed = 7;
+  for (unsigned z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+    size_t size = sizes[z];
+    int twice = 0, spoiled = 0;
+    for (int round = 0; round < 60; round++) {
+      remote_n = 1 + rand_r(&seed) % REMOTE_N;
+      for (int i = 0; i < remote_n; i++) remote_blocks[i] = malloc(size);
+      pthread_t t;
+      pthread_create(&t, NULL, remote_free_thread, NULL);
+      pthread_join(t, NULL);
+      int m = 1 + rand_r(&seed) % REMOTE_N;
+      for (int i = 0; i < m; i++) memset(got[i] = malloc(size), i & 0xff, size);
+      for (int i = 0; i < m; i++) spoiled += ((unsigned char *)got[i])[size - 1] != (i & 0xff);
+      twice += handed_twice(got, m);
+      for (int i = 0; i < m; i++) free(got[i]);
+    }
+    CHECK(twice == 0 && spoiled == 0, "size %zu: %d blocks handed out twice, %d overwritten, in rounds of remote frees", size,
+          twice, spoiled);
+  }
+}
+
 static const test_case_t cases[] = {
     {"remote_free", test_remote_free},
     {"remote_batch", test_remote_batch},
     {"remote_order", test_remote_order},
     {"remote_containers", test_remote_containers},
     {"inbox_overflow", test_inbox_overflow},
+    {"remote_rounds", test_remote_rounds},
     {"sweep_idle", test_sweep_idle},
     {"sleeping_inbox", test_sleeping_inbox},
     {"sleeping_pending", test_sleeping_pending},

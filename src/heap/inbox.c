@@ -93,20 +93,16 @@ static uint32_t take_pending(hak_heap_t *h, unsigned cls) {
 /* Take the inbox of class cls: with into_cache (the class's cache is
  * empty), some of it into the cache, else all of it back to their slabs,
  * with the class's pending chain. A class whose containers have a count
- * refills from its pending chain (take_pending); one whose containers have
- * none (each a block alone) takes as much as three quarters of the cache
+ * refills from its pending chain (take_pending). One whose blocks come in
+ * a plain chain, each alone, takes as much as three quarters of the cache
  * hold into the cache, the cache first doubling once for an inbox four
- * times that or more (hak_cache_room_for). Blocks in the cache or pending
- * stay in use as far as their slabs know, like any cached block. The inbox
- * holds the newest container first, and a container lists the blocks
- * freed after it. The blocks are laid so that the cache, popped from its
- * top, hands out the most recently freed first, as it does with its own
- * thread's frees: the inbox word gives the count (hak_inbox_blocks), the
- * cache is filled from its end, the newest batch's last block on top;
- * what does not fit (the oldest) goes back to its slabs: a consumer thread
- * that reads the blocks it gets finds the newest in its cache
- * (docs/design/tuning.md, "Remote-free batches"). A container that does
- * not go to the cache goes back with the blocks it still lists, as it
+ * times that or more (hak_cache_room_for); the inbox word gives the count
+ * (hak_inbox_blocks), and the cache is filled from its end, so that, popped
+ * from its top, it hands out the most recently freed first, as it does
+ * with its own thread's frees (docs/design/tuning.md, "Remote-free
+ * batches"); what does not fit (the oldest) goes back to its slabs. Blocks
+ * in the cache or pending stay in use as far as their slabs know, like any
+ * cached block. A container goes back with the blocks it lists, as it
  * stands where they lie in its unit (hak_slab_put_container), or after
  * them: returning it may empty its slab, whose pages may then be
  * decommitted. Returns the number put in the cache. */
@@ -131,13 +127,8 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache) {
   for (void **c = hak_inbox_first(w), **next; c; c = next) {
     next = container_open(h, cls, c, counted, &k);
     n += k + 1;
-    uint32_t t = k < at ? k : at, i = k - t;   /* its newest t on top of out[], in order */
-    if (t) {   /* out is NULL without into_cache */
-      memcpy(out + at - t, c + 3, t * sizeof *out);
-      at -= t;
-    }
-    if (at) out[--at] = c;   /* then it lists no more (i is 0) */
-    else hak_slab_put_container(h, cls, c, i);   /* with the oldest i it lists */
+    if (at) out[--at] = c;   /* a block of a plain chain (k is 0; out is NULL without into_cache) */
+    else hak_slab_put_container(h, cls, c, k);
   }
   HAK_COUNT(h->counters[cls].remote_received, n);
   return taken;
