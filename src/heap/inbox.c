@@ -48,6 +48,20 @@ static void **container_open(hak_heap_t *h, unsigned cls, void **c, bool counted
   return next;
 }
 
+/* Walk the chain from container c: the blocks of a plain chain (k is 0)
+ * into out[] from at down while at lasts, every other container back to
+ * its slab with the blocks it lists. Returns the blocks walked. */
+static uint32_t chain_take(hak_heap_t *h, unsigned cls, void **c, bool counted, void **out, uint32_t at) {
+  uint32_t n = 0, k;
+  for (void **next; c; c = next) {
+    next = container_open(h, cls, c, counted, &k);
+    n += k + 1;
+    if (at) out[--at] = c;
+    else hak_slab_put_container(h, cls, c, k);
+  }
+  return n;
+}
+
 /* The refill of class cls's empty cache, whose containers have a count:
  * from its pending chain, which takes the inbox's whole chain when it has
  * none, up to HAK_PENDING_TAKE containers' worth as far as the cache holds
@@ -109,12 +123,7 @@ static uint32_t take_pending(hak_heap_t *h, unsigned cls) {
 uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache) {
   bool counted = hak_batch_counted(cls);
   if (into_cache && counted) return take_pending(h, cls);
-  uint32_t n = 0, taken = 0, k;
-  for (void **c = h->pending[cls], **next; c; c = next) {
-    next = container_open(h, cls, c, counted, &k);
-    n += k + 1;
-    hak_slab_put_container(h, cls, c, k);
-  }
+  uint32_t n = chain_take(h, cls, h->pending[cls], counted, NULL, 0), taken = 0;
   if (h->pending[cls]) pending_set(h, cls, NULL);
   uintptr_t w = atomic_load_explicit(&h->inbox[cls], memory_order_relaxed) ? atomic_exchange_explicit(&h->inbox[cls], 0, memory_order_acquire) : 0;
   void **out = NULL;
@@ -123,13 +132,7 @@ uint32_t hak_heap_take_remote(hak_heap_t *h, unsigned cls, bool into_cache) {
     taken = blocks < room ? blocks : room;   /* blocks: the chain's, or HAK_INBOX_MAX of a longer one */
     out = h->cache[cls].items;               /* where the growth moved them */
   }
-  uint32_t at = taken;
-  for (void **c = hak_inbox_first(w), **next; c; c = next) {
-    next = container_open(h, cls, c, counted, &k);
-    n += k + 1;
-    if (at) out[--at] = c;   /* a block of a plain chain (k is 0; out is NULL without into_cache) */
-    else hak_slab_put_container(h, cls, c, k);
-  }
+  n += chain_take(h, cls, hak_inbox_first(w), counted, out, taken);
   HAK_COUNT(h->counters[cls].remote_received, n);
   return taken;
 }
