@@ -131,6 +131,7 @@ void hak_heap_give_back(hak_heap_t *h);
 int  hak_heap_trim_abandoned(bool now);
 hak_superslab_t *hak_heap_reclaim_superslab(void);
 void hak_heap_reclaim_hint(void);   /* an abandoned heap may have an empty SuperSlab to reclaim */
+bool hak_heap_orphaned(const hak_heap_t *h, uint64_t now);   /* its thread left it a while ago, none took it since */
 bool hak_heap_enter(hak_heap_t *h);   /* the slow paths' token */
 void hak_heap_leave(hak_heap_t *h, bool entered);
 
@@ -187,13 +188,14 @@ void hak_slab_put_local(hak_heap_t *h, void *p);
 void hak_slab_put_moved(hak_heap_t *h, hak_slab_t *s);
 void hak_slab_release(hak_heap_t *h, hak_slab_t *s);
 void hak_slab_trim_due(hak_heap_t *h, bool all);   /* units of new slabs taken from other classes: the pages past their carve */
-bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss, bool leaving);
+bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss);
 void hak_superslab_unlend(hak_superslab_t *ss);   /* no dirty unit: no guest looks at it */
+void hak_superslabs_orphaned(hak_heap_t *h, bool on);   /* h's thread left it (on), or a thread took it */
 hak_superslab_t *hak_superslab_take_empty(hak_heap_t *a);
 
 /* ---- shared_pool.c: empty SuperSlabs passed between threads */
 hak_superslab_t *hak_shared_pool_pop(void);
-void hak_shared_pool_push(hak_superslab_t *ss, bool leaving);
+void hak_shared_pool_push(hak_superslab_t *ss);
 bool hak_shared_pool_keeps_pages(void);   /* a SuperSlab of the arena pooled now stays warm */
 int  hak_shared_pool_trim(void);
 void hak_release_schedule_swept(hak_superslab_t *ss);   /* a deadline for dirty units only the purger serves */

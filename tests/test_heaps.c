@@ -76,14 +76,16 @@ static void test_heap_adoption(void) {
   pthread_join(t, NULL);
   CHECK(atomic_load(&exited_heap->state) == HAK_HEAP_ABANDONED, "exited thread's heap not abandoned");
   /* its free memory follows the purge delay (twice at most), run by the
-   * purger or another thread's tick (a slow path's: the batch below takes
-   * more blocks than a cache holds): up to 10 s */
+   * purger or, without it, another thread's tick (a slow path's: the batch
+   * below takes more blocks than a cache holds; while the purger runs, the
+   * batch's new slabs would take the exited heap's free units, as its
+   * guest, and keep them dirty: superslab.c, orphan_span): up to 10 s */
   int dirty = 1;
   static void *batch[1000];
   for (int k = 0; k < 100 && (dirty || exited_heap->purge_at); k++) {
     usleep((useconds_t)hak_release_delay() * 1000 / 2 + 50000);
-    for (int i = 0; i < 1000; i++) escape(batch[i] = malloc(9000));
-    for (int i = 0; i < 1000; i++) free(batch[i]);
+    for (int i = 0; i < 1000 && !purger_running(); i++) escape(batch[i] = malloc(9000));
+    for (int i = 0; i < 1000 && !purger_running(); i++) free(batch[i]);
     dirty = 0;
     for (hak_superslab_t *ss = exited_heap->superslabs; ss; ss = ss->next)
       dirty += HAK_DIRTY(atomic_load(&ss->dirty)) != 0;
@@ -226,12 +228,18 @@ static void *host_thread(void *arg) {
   return arg;
 }
 
-static void *guest_thread(void *arg) {
+/* Allocate n blocks of size bytes into blocks, block i filled with i;
+ * the calling thread's page faults meanwhile. */
+static long fill_blocks_faults(void **blocks, int n, size_t size) {
   struct rusage before, after;
   getrusage(RUSAGE_THREAD, &before);
-  for (int i = 0; i < GUEST_N; i++) memset(guest_blocks[i] = malloc(GUEST_SIZE), i, GUEST_SIZE);
+  for (int i = 0; i < n; i++) memset(blocks[i] = malloc(size), i, size);
   getrusage(RUSAGE_THREAD, &after);
-  guest_faults = after.ru_minflt - before.ru_minflt;
+  return after.ru_minflt - before.ru_minflt;
+}
+
+static void *guest_thread(void *arg) {
+  guest_faults = fill_blocks_faults(guest_blocks, GUEST_N, GUEST_SIZE);
   guest_heap = hak_tls_heap;
   return arg;
 }
@@ -364,12 +372,140 @@ static void test_lent_back(void) {
   hak_trim();
 }
 
+/* Units of an orphaned heap (superslab.c, orphan_span): a thread exits and
+ * leaves a block in each of its SuperSlabs (so that they stay its heap's,
+ * not pooled nor reclaimed whole), their other units free with their pages
+ * resident. Once its heap has been left RECLAIM_AFTER_MS and more with no
+ * thread taking it, a running thread's new slabs of the same class come
+ * from those units, with few page faults, rather than from the clean units
+ * of its own SuperSlab (which a small block gave it first): before, it
+ * faulted its own in while the orphan's pages waited for the purge delay.
+ * Once a thread has taken the heap again, its units are that thread's: the
+ * running thread's next slabs of the class come from its own clean units.
+ * Not in the secure build, nor outside the arena, nor without the
+ * background purger (lending is off there). */
+static void *orphan_blocks[HOST_N], *orphan_kept[HOST_N], *orphan_new[GUEST_N];
+static int orphan_kept_n, orphan_again;
+static hak_heap_t *orphan_heap;
+static long orphan_faults;
+static pthread_barrier_t orphan_step;
+
+static void *orphan_thread(void *arg) {
+  for (int i = 0; i < HOST_N; i++) memset(orphan_blocks[i] = malloc(HOST_SIZE), 0x22, HOST_SIZE);
+  orphan_heap = hak_tls_heap;
+  for (int i = 0; i < HOST_N; i++)   /* all but the first block of each SuperSlab, then the thread exits */
+    if (i && hak_ss_of(orphan_blocks[i]) == hak_ss_of(orphan_blocks[i - 1])) free(orphan_blocks[i]);
+    else orphan_kept[orphan_kept_n++] = orphan_blocks[i];
+  return arg;
+}
+
+static bool in_orphan_superslabs(void *p) {
+  for (int i = 0; i < orphan_kept_n; i++)
+    if (hak_ss_of(orphan_kept[i]) == hak_ss_of(p)) return true;
+  return false;
+}
+
+static void *orphan_guest(void *arg) {
+  void *volatile small = malloc(64);   /* a heap and a SuperSlab of its own, its other units clean */
+  pthread_barrier_wait(&orphan_step);   /* 1: the orphan's thread runs and exits */
+  pthread_barrier_wait(&orphan_step);   /* 2: its heap waits past RECLAIM_AFTER_MS */
+  pthread_barrier_wait(&orphan_step);   /* 3 */
+  orphan_faults = fill_blocks_faults(orphan_new, GUEST_N, HOST_SIZE);
+  guest_heap = hak_tls_heap;
+  for (int i = 0; i < GUEST_N; i++) {
+    const unsigned char *b = orphan_new[i];
+    CHECK(b[0] == (unsigned char)i && b[HOST_SIZE - 1] == (unsigned char)i, "block %d lost its contents", i);
+    free(orphan_new[i]);
+  }
+  flush_caches();   /* its slabs on the orphan's units empty: released */
+  pthread_barrier_wait(&orphan_step);   /* 4: a thread takes the orphan's heap */
+  pthread_barrier_wait(&orphan_step);   /* 5 */
+  void *again[GUEST_N / 2];   /* within the clean units of its own SuperSlab */
+  for (int i = 0; i < GUEST_N / 2; i++) orphan_again += in_orphan_superslabs(again[i] = malloc(HOST_SIZE));
+  for (int i = 0; i < GUEST_N / 2; i++) free(again[i]);
+  free(small);
+  return arg;
+}
+
+/* Threads that take abandoned heaps and keep them until told: each one
+ * takes the first abandoned heap it finds, so that one of them takes the
+ * orphan's. */
+enum { ADOPTERS = 1024 };
+static _Atomic int adopters_done;
+static _Atomic(hak_heap_t *) adopted[ADOPTERS];
+static pthread_t adopters[ADOPTERS];
+
+static void *adopter_thread(void *arg) {
+  void *volatile p = malloc(64);   /* volatile: the pair is not optimized away */
+  free(p);
+  atomic_store(&adopted[(intptr_t)arg], hak_tls_heap);
+  while (!atomic_load(&adopters_done)) usleep(1000);
+  return arg;
+}
+
+static void test_orphaned_units(void) {
+  long delay = hak_option_get(hak_option_purge_delay_ms);
+  hak_option_set(hak_option_purge_delay_ms, 5000);   /* the orphan's free units keep their pages meanwhile */
+  pthread_barrier_init(&orphan_step, NULL, 2);
+  pthread_t orphan, guest;
+  pthread_create(&guest, NULL, orphan_guest, NULL);
+  pthread_barrier_wait(&orphan_step);   /* 1 */
+  pthread_create(&orphan, NULL, orphan_thread, NULL);
+  pthread_join(orphan, NULL);
+  for (int k = 0; k < 100 && !purger_running(); k++) usleep(10 * 1000);
+  bool lends = !HAK_SECURE && !getenv("TEST_NO_ARENA") && purger_running();
+  pthread_barrier_wait(&orphan_step);   /* 2 */
+  usleep(50 * 1000);                    /* past RECLAIM_AFTER_MS */
+  pthread_barrier_wait(&orphan_step);   /* 3 */
+  pthread_barrier_wait(&orphan_step);   /* 4 */
+  CHECK(orphan_kept_n >= 2, "the orphan's blocks lie in %d SuperSlab(s), not 2 or more", orphan_kept_n);
+  int lent = 0, n = 0, mine = -1;
+  for (int i = 0; i < GUEST_N; i++) lent += in_orphan_superslabs(orphan_new[i]);
+  if (lends) {
+    CHECK(lent > GUEST_N / 2, "only %d of %d blocks of a running thread lie on the orphaned heap's free units", lent,
+          GUEST_N);
+    CHECK(orphan_faults < GUEST_N * HOST_SIZE / 4096 / 4, "%ld page faults filling %d KiB on an orphan's units",
+          orphan_faults, GUEST_N * HOST_SIZE / 1024);
+    for (; n < ADOPTERS && mine < 0; n++) {   /* until one has taken the orphan's heap */
+      pthread_create(&adopters[n], NULL, adopter_thread, (void *)(intptr_t)n);
+      while (!atomic_load(&adopted[n])) usleep(1000);
+      if (atomic_load(&adopted[n]) == orphan_heap) mine = n;
+    }
+    CHECK(mine >= 0, "none of %d new threads took the orphan's heap", n);
+  } else {
+    CHECK(lent == 0, "%d blocks of a running thread lie in an orphan's SuperSlabs (lending is off here)", lent);
+  }
+  pthread_barrier_wait(&orphan_step);   /* 5 */
+  pthread_join(guest, NULL);
+  CHECK(orphan_again == 0, "%d of %d blocks lie on the units of a heap a thread took again", orphan_again,
+        GUEST_N / 2);
+  atomic_store(&adopters_done, 1);
+  for (int i = 0; i < n; i++) pthread_join(adopters[i], NULL);
+  for (int i = 0; i < orphan_kept_n; i++) {
+    const unsigned char *b = orphan_kept[i];
+    CHECK(b[0] == 0x22 && b[HOST_SIZE - 1] == 0x22, "the orphan's block %d lost its contents", i);
+    free(orphan_kept[i]);
+  }
+  pthread_barrier_destroy(&orphan_step);
+  hak_option_set(hak_option_purge_delay_ms, delay);
+  hak_trim();
+  if (!hak_arena_size) return;
+  int held = 0;
+  for (int i = 0; i < GUEST_N; i++) {   /* the units the guest's slabs held went back to their host */
+    hak_superslab_t *ss = hak_ss_of(orphan_new[i]);
+    unsigned u = (unsigned)(((uintptr_t)orphan_new[i] >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1));
+    held += ss->owner != guest_heap && HAK_HELD(atomic_load(&ss->dirty)) >> u & 1;
+  }
+  CHECK(held == 0, "%d of a guest's blocks lie on an orphan's units still held after every block was freed", held);
+}
+
 static const test_case_t cases[] = {
     {"exited_superslabs", test_exited_superslabs},
     {"heap_adoption", test_heap_adoption},
     {"pooled_superslabs", test_pooled_superslabs},
     {"lent_units", test_lent_units},
     {"lent_back", test_lent_back},
+    {"orphaned_units", test_orphaned_units},
 };
 
 int main(int argc, char **argv) { return RUN_INTERNAL_CASES("heaps", cases, argc, argv); }

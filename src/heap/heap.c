@@ -119,11 +119,18 @@ hak_heap_t *hak_heap_new(bool few_cached) {
   return h;
 }
 
+/* Take h if it is abandoned: it is the caller's from now on, its
+ * SuperSlabs no longer orphaned (superslab.c). */
+static bool heap_claim(hak_heap_t *h) {
+  int expected = HAK_HEAP_ABANDONED;
+  if (!atomic_compare_exchange_strong(&h->state, &expected, HAK_HEAP_ACTIVE)) return false;
+  hak_superslabs_orphaned(h, false);
+  return true;
+}
+
 static hak_heap_t *heap_adopt(void) {
-  for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap) {
-    int expected = HAK_HEAP_ABANDONED;
-    if (atomic_compare_exchange_strong(&h->state, &expected, HAK_HEAP_ACTIVE)) return h;
-  }
+  for (hak_heap_t *h = atomic_load(&heaps); h; h = h->next_heap)
+    if (heap_claim(h)) return h;
   return NULL;
 }
 
@@ -191,8 +198,7 @@ hak_heap_t *hak_heap_get(void) {
  * if nobody took it since, else any abandoned one, else a new one. */
 hak_heap_t *hak_heap_borrow(void) {
   hak_heap_t *h = last_borrowed;
-  int expected = HAK_HEAP_ABANDONED;
-  if (!h || !atomic_compare_exchange_strong(&h->state, &expected, HAK_HEAP_ACTIVE)) h = heap_take();
+  if (!h || !heap_claim(h)) h = heap_take();
   return last_borrowed = h;
 }
 
@@ -201,6 +207,7 @@ hak_heap_t *hak_heap_borrow(void) {
 void hak_heap_give_back(hak_heap_t *h) {
   uint64_t now = hak_os_now_ms();
   atomic_store_explicit(&h->left_at, now, memory_order_relaxed);
+  hak_superslabs_orphaned(h, true);
   atomic_store(&h->state, HAK_HEAP_ABANDONED);
   hak_heap_reclaim_hint();
   hak_release_abandoned_since(now);
@@ -232,6 +239,7 @@ int hak_heap_release_all(hak_heap_t *h, bool now) {
 static int heap_release_and_leave(hak_heap_t *h, bool now) {
   int released = hak_heap_release_all(h, now);
   uint64_t due = h->purge_at;
+  hak_superslabs_orphaned(h, true);
   atomic_store(&h->state, HAK_HEAP_ABANDONED);
   if (due) hak_release_abandoned_due(due);
   hak_heap_reclaim_hint();
@@ -276,6 +284,14 @@ int hak_heap_trim_abandoned(bool now) {
  * pages resident: its thread left it, or another thread freed a block to
  * it; cleared by a look at the heaps that found none. */
 static _Atomic bool reclaimable;
+
+/* Is h orphaned: has its thread left it RECLAIM_AFTER_MS ago or more,
+ * and no thread taken it since? Its SuperSlabs' dirty free units are then
+ * lent before a heap's own clean ones (superslab.c, orphan_span). */
+bool hak_heap_orphaned(const hak_heap_t *h, uint64_t now) {
+  return atomic_load_explicit(&h->state, memory_order_relaxed) != HAK_HEAP_ACTIVE &&
+         now - atomic_load_explicit(&h->left_at, memory_order_relaxed) >= RECLAIM_AFTER_MS;
+}
 
 void hak_heap_reclaim_hint(void) {
   if (!atomic_load_explicit(&reclaimable, memory_order_relaxed)) atomic_store(&reclaimable, true);

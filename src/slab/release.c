@@ -72,8 +72,8 @@ static bool extra_empty(const hak_heap_t *h, const hak_superslab_t *ss, uint32_t
  * empty SuperSlab beyond those the heap keeps goes to the shared pool at
  * once: one outside the arena, which no background sweep reaches, as its
  * owner may not pass a slow path again; one of the arena if its heap's
- * thread runs (an exiting thread's go with its heap's release, warm for
- * WARM_MS: hak_release_purge) and the pool keeps its pages (the purger
+ * thread runs (an exiting thread's go with its heap's release:
+ * hak_release_purge) and the pool keeps its pages (the purger
  * runs, and a slot is free: a full pool would unmap it). Its pages stay
  * resident for the purge delay as they would in the heap, and any heap
  * that needs a SuperSlab takes it meanwhile: kept by their heaps, each
@@ -81,7 +81,7 @@ static bool extra_empty(const hak_heap_t *h, const hak_superslab_t *ss, uint32_t
  * SuperSlabs go to the shared pool at once"). */
 void hak_release_schedule(hak_heap_t *h, hak_superslab_t *ss) {
   if (extra_empty(h, ss, (uint32_t)hak_opt(hak_option_keep_empty_superslabs)) &&
-      (!hak_in_arena((uintptr_t)ss) || (h->thread && hak_shared_pool_keeps_pages())) && hak_superslab_give_up(h, ss, false))
+      (!hak_in_arena((uintptr_t)ss) || (h->thread && hak_shared_pool_keeps_pages())) && hak_superslab_give_up(h, ss))
     return;
   uint64_t due = atomic_load(&ss->purge_at);
   if (!due) due = ss_deadline(ss, hak_os_now_ms());
@@ -169,11 +169,11 @@ int hak_release_purge(hak_heap_t *h, hak_purge_t how) {
   while (ss) {
     hak_superslab_t *following = ss->next;
     bool empty = extra_empty(h, ss, keep);
-    if (empty && how != HAK_PURGE_DUE && hak_superslab_give_up(h, ss, true)) {
+    if (empty && how != HAK_PURGE_DUE && hak_superslab_give_up(h, ss)) {
       released = 1;
     } else {
       uint64_t due = sweep(ss, now, force, &released);
-      if (!(empty && !due && hak_superslab_give_up(h, ss, false))) next = hak_deadline_min(next, due);
+      if (!(empty && !due && hak_superslab_give_up(h, ss))) next = hak_deadline_min(next, due);
     }
     ss = following;
   }

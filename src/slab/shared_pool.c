@@ -1,12 +1,10 @@
 /* The shared pool: empty SuperSlabs waiting for any thread that needs one.
  * A fixed array of slots taken and filled with single atomic exchanges: no
  * lock, no ABA. A SuperSlab of the arena keeps the pages its units have
- * resident (dirty, types.h) for a while, so that a thread that takes it
- * meanwhile uses them without faulting them in again: for WARM_MS when a
- * thread's exit gave it (its heap's extra empty SuperSlabs; the threads
- * that come next take them; longer, what waits in the pool adds to the
- * peak: docs/design/tuning.md, "Warm SuperSlabs in the shared pool"), for
- * the purge delay when a running heap's SuperSlab emptied (release.c). Any push
+ * resident (dirty, types.h) for the purge delay, so that a thread that
+ * takes it meanwhile uses them without faulting them in again, whether a
+ * running heap's SuperSlab emptied (release.c) or a thread's exit gave it
+ * (docs/design/tuning.md, "Warm SuperSlabs in the shared pool"). Any push
  * or pop decommits those pooled longer, and the background purger's
  * sweeps, which reach every SuperSlab of the arena, those left at their
  * purge deadline: a pool nobody uses any more holds no more than a heap's
@@ -15,8 +13,6 @@
  * no free slot among the first SHARED_POOL_SLOTS is unmapped, or given back
  * to the arena. */
 #include "internal.h"
-
-#define WARM_MS 50
 
 static _Atomic(hak_superslab_t *) slots[HAK_SHARED_POOL_SLOTS];
 static _Atomic int pooled;
@@ -101,14 +97,12 @@ bool hak_shared_pool_keeps_pages(void) {
 }
 
 /* Pool the empty SuperSlab ss, which no sweep is decommitting: its pages
- * stay resident for WARM_MS if its thread leaves its heap (leaving), else
- * for the purge delay, as they would have in the heap. */
-void hak_shared_pool_push(hak_superslab_t *ss, bool leaving) {
+ * stay resident for the purge delay, as they would have in the heap. */
+void hak_shared_pool_push(hak_superslab_t *ss) {
   HAK_STORE_SHARED(ss->owner, NULL);   /* guests look at it (superslab.c) */
   if (hak_in_arena((uintptr_t)ss) && purger_sweeps()) {
     if (atomic_load_explicit(&pooled, memory_order_relaxed)) pool_scan();
-    uint64_t warm = leaving ? WARM_MS : hak_release_delay();
-    atomic_store_explicit(&ss->warm_until, (uint32_t)(hak_os_now_ms() + warm), memory_order_relaxed);
+    atomic_store_explicit(&ss->warm_until, (uint32_t)(hak_os_now_ms() + hak_release_delay()), memory_order_relaxed);
     hak_release_schedule_swept(ss);
   } else {
     close_dirty(ss);

@@ -9,6 +9,44 @@
  * its run in the dirty word, as a sweep does (types.h). */
 #include "internal.h"
 
+/* Lendable SuperSlabs of the arena: a bit per slot, set when a slab of it
+ * is released (its units are dirty), cleared by a sweep that finds no
+ * dirty unit there (release.c), not by the guests that pass it over, so
+ * that heaps releasing slabs mostly find their bit set already and only
+ * read the word. A hint: a claim confirms it. */
+static _Atomic uint64_t lendable[(HAK_ARENA_SIZE >> HAK_SS_SHIFT) / 64];
+#define LENT_LOOKS 8    /* SuperSlabs with dirty free units a guest looks at for a run, at most */
+#define LENT_SEEN 64    /* and SuperSlabs whose bit is set */
+#define ORPHAN_LOOKS 32 /* the same of orphaned heaps (orphan_span) */
+
+/* Set or clear the bit of ss, if it is in the arena, in the bitmap map
+ * (one bit per slot); only the word's read when it is so already. */
+static void bit_set(_Atomic uint64_t *map, hak_superslab_t *ss, bool on) {
+  if (!hak_in_arena((uintptr_t)ss)) return;
+  size_t i = ((uintptr_t)ss - hak_arena_base) >> HAK_SS_SHIFT;
+  uint64_t bit = 1ull << (i % 64);
+  if (!(atomic_load_explicit(&map[i / 64], memory_order_relaxed) & bit) == !on) return;
+  if (on) atomic_fetch_or_explicit(&map[i / 64], bit, memory_order_relaxed);
+  else atomic_fetch_and_explicit(&map[i / 64], ~bit, memory_order_relaxed);
+}
+
+static void lendable_set(hak_superslab_t *ss, bool on) { bit_set(lendable, ss, on); }
+
+void hak_superslab_unlend(hak_superslab_t *ss) { lendable_set(ss, false); }
+
+/* SuperSlabs of heaps whose thread exited and that no thread has adopted
+ * since (orphan_span): a bit per arena slot, set for each SuperSlab on such
+ * a heap's list as its thread leaves it, cleared as a thread adopts the
+ * heap and as a SuperSlab leaves it or joins another. A hint: orphan_span
+ * asks the host. */
+static _Atomic uint64_t orphaned[(HAK_ARENA_SIZE >> HAK_SS_SHIFT) / 64];
+
+static void orphaned_set(hak_superslab_t *ss, bool on) { bit_set(orphaned, ss, on); }
+
+void hak_superslabs_orphaned(hak_heap_t *h, bool on) {
+  for (hak_superslab_t *ss = h->superslabs; ss; ss = ss->next) orphaned_set(ss, on);
+}
+
 /* The wholly free ss leaves every heap's reach (its host pools it or gives
  * it to another heap): its epoch turns odd, and a guest whose claim of a
  * run came first is seen holding it (the guest, its claim made, reads the
@@ -79,6 +117,7 @@ static void slabs_reset(hak_slab_t *s) {
  * h's, first in its list (ones with free units first); guests may claim
  * its units once all else is set (its epoch even). */
 static hak_superslab_t *ss_adopt(hak_heap_t *h, hak_superslab_t *ss) {
+  orphaned_set(ss, false);
   HAK_STORE_SHARED(ss->owner, h);
   unit_bytes_set(ss->taken_gen, (uint8_t)(h->gen - 1));   /* its slabs were an earlier thread's */
   slabs_reset(hak_ss_slabs(ss));
@@ -123,13 +162,14 @@ static hak_superslab_t *ss_acquire(hak_heap_t *h) {
 }
 
 /* Unlink an empty SuperSlab from its heap and hand it to the shared pool
- * (leaving: its thread exits, hak_shared_pool_push); false (it stays)
- * while a sweep or a guest holds some of its units (ss_close). */
-bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss, bool leaving) {
+ * (hak_shared_pool_push); false (it stays) while a sweep or a guest holds
+ * some of its units (ss_close). */
+bool hak_superslab_give_up(hak_heap_t *h, hak_superslab_t *ss) {
   if (!ss_close(ss)) return false;
   ss_list_remove(&h->superslabs, ss);
   h->empty_superslabs--;
-  hak_shared_pool_push(ss, leaving);
+  orphaned_set(ss, false);
+  hak_shared_pool_push(ss);
   return true;
 }
 
@@ -257,8 +297,10 @@ void hak_slab_trim_due(hak_heap_t *h, bool all) {
 /* Which runs claim_span takes: one that last held the class and may still
  * be resident, the run find_span prefers if half its pages may be
  * (run_warm), that run whatever its pages, or (a guest, in another heap's
- * SuperSlab) a run of units all dirty of which half the pages may be. */
-typedef enum { RUN_SAME_CLASS, RUN_WARM, RUN_ANY, RUN_LENT } run_want_t;
+ * SuperSlab) a run of units all dirty of which half the pages may be, or
+ * (a guest of a heap whose thread exited: orphan_span) of units all dirty
+ * whatever their pages, also in a SuperSlab with every unit free. */
+typedef enum { RUN_SAME_CLASS, RUN_WARM, RUN_ANY, RUN_LENT, RUN_ORPHANED } run_want_t;
 
 /* Take a run of units of ss for class cls, for heap h (find_span, as want
  * asks); its first unit, or -1. *was is the host's free units word before
@@ -273,17 +315,19 @@ typedef enum { RUN_SAME_CLASS, RUN_WARM, RUN_ANY, RUN_LENT } run_want_t;
  * were. */
 static int claim_span(hak_heap_t *h, hak_superslab_t *ss, unsigned cls, unsigned units, bool tiny, run_want_t want,
                       uint32_t *was) {
-  bool guest = want == RUN_LENT;
+  bool guest = want == RUN_LENT || want == RUN_ORPHANED;
   uint32_t f = HAK_LOAD_SHARED(ss->free_units), epoch = 0;
   if (guest && (epoch = atomic_load_explicit(&ss->epoch, memory_order_acquire)) & 1) return -1;   /* closed */
   uint64_t w = atomic_load_explicit(&ss->dirty, memory_order_acquire);
   for (;;) {
-    if (guest && f == HAK_UNITS_ALL && !HAK_HELD(w)) return -1;   /* wholly free: its host's to keep or to pool */
+    if (want == RUN_LENT && f == HAK_UNITS_ALL && !HAK_HELD(w)) return -1;   /* wholly free: its host's to keep or to pool */
     uint32_t m = run_starts(guest ? HAK_DIRTY(w) : f & ~HAK_HELD(w), units, tiny);
     int u = find_span(guest ? NULL : h, ss, m, HAK_DIRTY(w), cls, units, want == RUN_SAME_CLASS, NULL);
+    if (want == RUN_ORPHANED && (u = find_span(NULL, ss, m, HAK_DIRTY(w), cls, units, true, NULL)) < 0)
+      u = find_span(NULL, ss, m, HAK_DIRTY(w), cls, units, false, NULL);
     if (u < 0) return -1;
     uint32_t span = span_mask((unsigned)u, units);
-    if ((want == RUN_WARM || guest) && !run_warm(ss, (unsigned)u, units, HAK_DIRTY(w))) return -1;
+    if ((want == RUN_WARM || want == RUN_LENT) && !run_warm(ss, (unsigned)u, units, HAK_DIRTY(w))) return -1;
     uint32_t d = HAK_DIRTY(w) & span;
     if (d && !atomic_compare_exchange_weak(&ss->dirty, &w, guest ? w | (uint64_t)span << 32 : w & ~(uint64_t)d))
       continue;
@@ -350,25 +394,36 @@ static hak_superslab_t *ss_best(hak_heap_t *h, unsigned cls, unsigned units, boo
   return best;
 }
 
-/* Lendable SuperSlabs of the arena: a bit per slot, set when a slab of it
- * is released (its units are dirty), cleared by a sweep that finds no
- * dirty unit there (release.c), not by the guests that pass it over, so
- * that heaps releasing slabs mostly find their bit set already and only
- * read the word. A hint: a claim confirms it. */
-static _Atomic uint64_t lendable[(HAK_ARENA_SIZE >> HAK_SS_SHIFT) / 64];
-#define LENT_LOOKS 8    /* SuperSlabs with dirty free units a guest looks at for a run, at most */
-#define LENT_SEEN 64    /* and SuperSlabs whose bit is set */
-
-static void lendable_set(hak_superslab_t *ss, bool on) {
-  if (!hak_in_arena((uintptr_t)ss)) return;
-  size_t i = ((uintptr_t)ss - hak_arena_base) >> HAK_SS_SHIFT;
-  uint64_t bit = 1ull << (i % 64);
-  if (!(atomic_load_explicit(&lendable[i / 64], memory_order_relaxed) & bit) == !on) return;
-  if (on) atomic_fetch_or_explicit(&lendable[i / 64], bit, memory_order_relaxed);
-  else atomic_fetch_and_explicit(&lendable[i / 64], ~bit, memory_order_relaxed);
+/* A run for a slab of class cls, for heap h, as its guest in another
+ * heap's SuperSlab of the arena with dirty free units: any such heap
+ * (want RUN_LENT, lendable SuperSlabs), or one that is orphaned
+ * (RUN_ORPHANED, lendable and orphaned ones). Only while the background
+ * purger runs, never in the secure build (lent_span). The SuperSlab, its
+ * first unit in *u; NULL if none. */
+static hak_superslab_t *guest_span(hak_heap_t *h, unsigned cls, unsigned units, bool tiny, int *u, uint32_t *was,
+                                   run_want_t want) {
+  if (HAK_SECURE || atomic_load_explicit(&hak_purger_state, memory_order_relaxed) != PURGER_RUNNING) return NULL;
+  bool orphans = want == RUN_ORPHANED;
+  size_t n = hak_arena_used();
+  unsigned looks = 0, seen = 0;
+  uint64_t now = 0;
+  for (size_t w = 0; w * 64 < n; w++) {
+    uint64_t bits = atomic_load_explicit(&lendable[w], memory_order_relaxed);
+    if (orphans) bits &= atomic_load_explicit(&orphaned[w], memory_order_relaxed);
+    for (; bits; bits &= bits - 1) {
+      size_t i = w * 64 + (size_t)__builtin_ctzll(bits);
+      hak_superslab_t *ss = hak_arena_superslab(i);
+      hak_heap_t *host = ss ? HAK_LOAD_SHARED(ss->owner) : NULL;
+      if (!ss || host == h) continue;
+      if (++seen == LENT_SEEN) return NULL;
+      if (orphans && (!host || !hak_heap_orphaned(host, now ? now : (now = hak_os_now_ms())))) continue;
+      if (!HAK_DIRTY(atomic_load_explicit(&ss->dirty, memory_order_relaxed))) continue;
+      if ((*u = claim_span(h, ss, cls, units, tiny, want, was)) >= 0) return ss;
+      if (++looks == (orphans ? ORPHAN_LOOKS : LENT_LOOKS)) return NULL;
+    }
+  }
+  return NULL;
 }
-
-void hak_superslab_unlend(hak_superslab_t *ss) { lendable_set(ss, false); }
 
 /* A run for a slab of class cls, for heap h, of units all dirty in a
  * SuperSlab of another heap of the arena, in use by some of its slabs
@@ -379,21 +434,19 @@ void hak_superslab_unlend(hak_superslab_t *ss) { lendable_set(ss, false); }
  * lie in SuperSlabs of their own at random places (docs/secure.md). The
  * SuperSlab, its first unit in *u; NULL if none. */
 static hak_superslab_t *lent_span(hak_heap_t *h, unsigned cls, unsigned units, bool tiny, int *u, uint32_t *was) {
-  if (HAK_SECURE || atomic_load_explicit(&hak_purger_state, memory_order_relaxed) != PURGER_RUNNING) return NULL;
-  size_t n = hak_arena_used();
-  unsigned looks = 0, seen = 0;
-  for (size_t w = 0; w * 64 < n; w++) {
-    for (uint64_t bits = atomic_load_explicit(&lendable[w], memory_order_relaxed); bits; bits &= bits - 1) {
-      size_t i = w * 64 + (size_t)__builtin_ctzll(bits);
-      hak_superslab_t *ss = hak_arena_superslab(i);
-      if (!ss || HAK_LOAD_SHARED(ss->owner) == h) continue;
-      if (++seen == LENT_SEEN) return NULL;
-      if (!HAK_DIRTY(atomic_load_explicit(&ss->dirty, memory_order_relaxed))) continue;
-      if ((*u = claim_span(h, ss, cls, units, tiny, RUN_LENT, was)) >= 0) return ss;
-      if (++looks == LENT_LOOKS) return NULL;
-    }
-  }
-  return NULL;
+  return guest_span(h, cls, units, tiny, u, was, RUN_LENT);
+}
+
+/* A run as lent_span's, of units all dirty whatever their pages, in a
+ * SuperSlab of a heap whose thread exited RECLAIM_AFTER_MS ago or more and
+ * that no thread has adopted since (hak_heap_orphaned): taken before the
+ * heap's own clean units, whose pages it would fault in while the orphan's
+ * stay resident for the purge delay, waiting for a thread to adopt it
+ * (mstress, 64 threads: at the peak, 120-200 MiB of free units resident
+ * in such heaps; docs/design/thread-memory.md, "Units of exited threads'
+ * heaps"). NULL if none. */
+static hak_superslab_t *orphan_span(hak_heap_t *h, unsigned cls, unsigned units, bool tiny, int *u, uint32_t *was) {
+  return guest_span(h, cls, units, tiny, u, was, RUN_ORPHANED);
 }
 
 /* A new slab of class cls: units that last held the class and may still
@@ -402,7 +455,8 @@ static hak_superslab_t *lent_span(hak_heap_t *h, unsigned cls, unsigned units, b
  * lowest run) of the SuperSlab where find_span ranks it first, the
  * lowest-addressed of those, if half its pages may be resident; else
  * an empty SuperSlab with pages resident of a heap whose thread exited;
- * else that run of its own; else a run with pages resident in another
+ * else a run with pages resident in another SuperSlab of such a heap
+ * (orphan_span); else that run of its own; else a run with pages resident in another
  * heap's SuperSlab (lent_span), where a SuperSlab from the pool or the
  * arena would come next (before the run of its own, the hosts whose
  * units the guests took faulted in others: memory threads' page faults
@@ -423,8 +477,10 @@ hak_slab_t *hak_slab_new(hak_heap_t *h, unsigned cls) {
     ss = NULL;
     if (best && (u = claim_span(h, best, cls, units, tiny, RUN_WARM, &was)) >= 0) ss = best;
     else if ((ss = hak_heap_reclaim_superslab())) u = claim_span(h, ss_take_warm(h, ss), cls, units, tiny, RUN_ANY, &was);
-    else if (best && (u = claim_span(h, best, cls, units, tiny, RUN_ANY, &was)) >= 0) ss = best;
-    else ss = lent_span(h, cls, units, tiny, &u, &was);
+    else if (!(ss = orphan_span(h, cls, units, tiny, &u, &was))) {
+      if (best && (u = claim_span(h, best, cls, units, tiny, RUN_ANY, &was)) >= 0) ss = best;
+      else ss = lent_span(h, cls, units, tiny, &u, &was);
+    }
     if (u < 0) {
       if (!(ss = ss_acquire(h))) return NULL;
       while ((u = claim_span(h, ss, cls, units, tiny, RUN_ANY, &was)) < 0)
