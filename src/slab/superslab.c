@@ -442,7 +442,7 @@ static hak_superslab_t *lent_span(hak_heap_t *h, unsigned cls, unsigned units, b
  * that no thread has adopted since (hak_heap_orphaned): taken before the
  * heap's own clean units, whose pages it would fault in while the orphan's
  * stay resident for the purge delay, waiting for a thread to adopt it
- * (mstress, 64 threads: at the peak, 120-200 MiB of free units resident
+ * (mstress, 64 threads: at the peak, 150-200 MiB of free units resident
  * in such heaps; docs/design/thread-memory.md, "Units of exited threads'
  * heaps"). NULL if none. */
 static hak_superslab_t *orphan_span(hak_heap_t *h, unsigned cls, unsigned units, bool tiny, int *u, uint32_t *was) {
