@@ -322,9 +322,8 @@ static int claim_span(hak_heap_t *h, hak_superslab_t *ss, unsigned cls, unsigned
   for (;;) {
     if (want == RUN_LENT && f == HAK_UNITS_ALL && !HAK_HELD(w)) return -1;   /* wholly free: its host's to keep or to pool */
     uint32_t m = run_starts(guest ? HAK_DIRTY(w) : f & ~HAK_HELD(w), units, tiny);
-    int u = find_span(guest ? NULL : h, ss, m, HAK_DIRTY(w), cls, units, want == RUN_SAME_CLASS, NULL);
-    if (want == RUN_ORPHANED && (u = find_span(NULL, ss, m, HAK_DIRTY(w), cls, units, true, NULL)) < 0)
-      u = find_span(NULL, ss, m, HAK_DIRTY(w), cls, units, false, NULL);
+    int u = want == RUN_ORPHANED ? find_span(NULL, ss, m, HAK_DIRTY(w), cls, units, true, NULL) : -1;   /* its class first */
+    if (u < 0) u = find_span(guest ? NULL : h, ss, m, HAK_DIRTY(w), cls, units, want == RUN_SAME_CLASS, NULL);
     if (u < 0) return -1;
     uint32_t span = span_mask((unsigned)u, units);
     if ((want == RUN_WARM || want == RUN_LENT) && !run_warm(ss, (unsigned)u, units, HAK_DIRTY(w))) return -1;
