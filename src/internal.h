@@ -285,6 +285,9 @@ uint64_t hak_bigcache_tick(void);
 int    hak_bigcache_drain(void);
 hak_large_t *hak_bigcache_take_grace(size_t min_size);   /* the grace entry if it has min_size bytes */
 bool   hak_bigcache_grace_drop(void);   /* before memory is mapped anew: the grace entry to the OS (true if one was) */
+bool   hak_bigcache_keep_tail(hak_large_t *hdr, size_t end);   /* a chunk block's pages past its end, up to end */
+size_t hak_bigcache_take_tail(hak_large_t *hdr);   /* back from the BigCache: their end, 0 if none */
+void   hak_bigcache_forked(void);
 
 /* ---- free.c */
 /* Whether a remote-free container of class cls has room for its count

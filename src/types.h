@@ -461,7 +461,8 @@ typedef struct hak_large_s {
   uint64_t  check;         /* user ^ secret: a sanity mark */
   struct prof_stack_s *sample;   /* the heap profile's record that counts this block, */
   uint64_t  sample_bytes;        /* with these bytes; NULL: not sampled (prof.c) */
-  uint64_t  pad;
+  _Atomic size_t tail_end;       /* a block in a chunk: its pages up to here from the header
+                                    are resident while the BigCache keeps its tail; else 0 */
 } hak_large_t;
 
 _Static_assert(sizeof(hak_large_t) == 64, "large header is 64 bytes");

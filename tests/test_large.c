@@ -1,8 +1,10 @@
 /* Large blocks and the BigCache: mappings reused, moved by mremap rather
  * than copied, cut from a chunk of the arena; the BigCache's expiry, its
- * grace entry, requests served from entries of another size, and span
- * blocks beyond its budget going back at once. */
+ * grace entry, requests served from entries of another size, the tails of
+ * blocks cut from chunks, and span blocks beyond its budget going back at
+ * once. */
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "internals.h"
@@ -281,6 +283,78 @@ static void test_bigcache_fit(void) {
   free(huge);
 }
 
+static long thread_faults(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_minflt;
+}
+
+static bool page_resident(uintptr_t a) {
+  unsigned char v = 0;
+  return mincore((void *)(a & ~(uintptr_t)4095), 4096, &v) == 0 && (v & 1);
+}
+
+/* A block realloc grows past HAK_LARGE_MIN, cut from a much larger cached
+ * chunk, keeps the chunk's resident pages past its end for the BigCache's
+ * delay: it grows into them again without page faults (a new chunk's pages
+ * would each fault, 348 of them here, as every growth cycle of Ruby's
+ * buffers did), its contents kept, and freed, its chunk is the entry again
+ * with all of them. The tail of a block that stays small goes to the OS
+ * when the delay passes, and at a trim. */
+static void test_chunk_tail(void) {
+  if (!hak_arena_size) return;
+  long old_delay = hak_option_get(hak_option_bigcache_delay_ms), old_budget = hak_option_get(hak_option_bigcache_budget);
+  hak_option_set(hak_option_bigcache_delay_ms, 60000);
+  hak_option_set(hak_option_bigcache_budget, 128L << 20);
+  hak_trim();
+  const size_t big = (3u << 19) - 8192, small = 100u << 10, cut = 140u << 10;
+  for (int round = 0; round < 2; round++) {
+    if (round == 1) hak_option_set(hak_option_bigcache_delay_ms, 300);   /* this tail is to expire */
+    char *a = malloc(big);
+    uintptr_t chunk = (uintptr_t)a & ~(uintptr_t)HAK_SS_MASK;
+    memset(a, 0x11, big);
+    escape(a);
+    free(a);
+    char *p = malloc(small);
+    memset(p, 0x22, small);
+    char *q = realloc(p, cut);
+    CHECK(((uintptr_t)q & ~(uintptr_t)HAK_SS_MASK) == chunk, "the grown block did not take the cached chunk");
+    CHECK(q[0] == 0x22 && q[small - 1] == 0x22, "the grown block lost its contents");
+    memset(q + small, 0x33, cut - small);
+    uintptr_t tail = chunk + (1u << 20);
+    CHECK(page_resident(tail), "the tail of a block cut from a chunk was decommitted at once");
+    if (round == 0) {
+      long before = thread_faults();
+      char *r = realloc(q, big);
+      memset(r + cut, 0x44, big - cut);
+      long faults = thread_faults() - before;
+      CHECK(r == q, "growing within the chunk moved the block");
+      CHECK(faults < 32, "growing into the kept tail took %ld page faults", faults);
+      CHECK(r[0] == 0x22 && r[small] == 0x33 && r[cut - 1] == 0x33 && r[big - 1] == 0x44, "the block lost its contents");
+      escape(r);
+      free(r);
+      continue;
+    }
+    for (int waited = 0; waited < 100 && page_resident(tail); waited++) {
+      usleep((useconds_t)hak_ace_value(hak_knob_bigcache_delay_ms) * 1000 / 4 + 20000);
+      hak_bigcache_tick();   /* as the large path and the purger do */
+    }
+    CHECK(!page_resident(tail), "the tail outlived BIGCACHE_DELAY_MS");
+    CHECK(q[0] == 0x22 && q[cut - 1] == 0x33, "dropping the tail lost the block's contents");
+    char *r = realloc(q, big);
+    CHECK(r == q, "growing within the chunk moved the block");
+    memset(r + cut, 0x55, big - cut);
+    CHECK(r[small - 1] == 0x22 && r[cut - 1] == 0x33 && r[big - 1] == 0x55, "the block lost its contents");
+    char *s = realloc(r, cut);   /* shrunk: its tail kept again, until a trim */
+    CHECK(s == r && page_resident(tail), "a block shrunk within its chunk moved or dropped its tail");
+    hak_trim();
+    CHECK(!page_resident(tail) && s[cut - 1] == 0x33, "a trim left the tail resident or took the block's pages");
+    free(s);
+  }
+  hak_option_set(hak_option_bigcache_delay_ms, old_delay);
+  hak_option_set(hak_option_bigcache_budget, old_budget);
+}
+
 static const test_case_t cases[] = {
     {"span_burst", test_span_burst},
     {"large", test_large},
@@ -289,6 +363,7 @@ static const test_case_t cases[] = {
     {"bigcache_expiry", test_bigcache_expiry},
     {"bigcache_grace", test_bigcache_grace},
     {"bigcache_fit", test_bigcache_fit},
+    {"chunk_tail", test_chunk_tail},
 };
 
 int main(int argc, char **argv) { return RUN_INTERNAL_CASES("large", cases, argc, argv); }

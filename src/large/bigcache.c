@@ -119,11 +119,97 @@ hak_large_t *hak_bigcache_take_grace(size_t min_size) {
   return slot_header(v);
 }
 
+/* Tails. A block cut from a larger entry in a chunk of the arena, or shrunk
+ * by realloc within its chunk, leaves resident pages past its end: they are
+ * kept for BIGCACHE_DELAY_MS as an entry is, within the same budget, so that
+ * the block grows into them again without page faults. Ruby grows a buffer by
+ * realloc from 128 KiB to 1.5 MiB and frees it, again and again; each new one
+ * took the last one's chunk, cut it to 144 KiB and faulted its pages in
+ * again as it grew (docs/design/tuning.md, "Tails of blocks in chunks"). A
+ * slot holds the block's header, whose tail_end says where the tail ends.
+ * The thread that resizes or frees the block takes its tail back first; a
+ * sweep that decommits an expired tail marks its slot busy meanwhile, and
+ * that thread waits for it: the pages must be gone before the block grows
+ * into them. */
+#define TAILS 8
+#define TAIL_BUSY ((uintptr_t)1)
+static _Atomic uintptr_t tails[TAILS];
+static _Atomic uint64_t tail_time[TAILS];
+
+static bool within_budget(size_t bytes);
+
+bool hak_bigcache_keep_tail(hak_large_t *hdr, size_t end) {
+  size_t bytes = end - hdr->map_size;
+  if (!within_budget(bytes)) return false;
+  atomic_store_explicit(&hdr->tail_end, end, memory_order_relaxed);
+  uint64_t now = hak_os_now_ms();
+  for (unsigned i = 0; i < TAILS; i++) {
+    uintptr_t expected = 0;
+    if (atomic_load_explicit(&tails[i], memory_order_relaxed)) continue;
+    atomic_store_explicit(&tail_time[i], now, memory_order_relaxed);
+    if (atomic_compare_exchange_strong(&tails[i], &expected, (uintptr_t)hdr)) {
+      expiry_at_most(now + delay());
+      hak_purger_notify();
+      return true;
+    }
+  }
+  atomic_store_explicit(&hdr->tail_end, 0, memory_order_relaxed);
+  atomic_fetch_sub(&hak_bigcache_cached_bytes, bytes);
+  return false;
+}
+
+size_t hak_bigcache_take_tail(hak_large_t *hdr) {
+  for (;;) {
+    size_t end = atomic_load_explicit(&hdr->tail_end, memory_order_acquire);
+    if (!end) return 0;
+    for (unsigned i = 0; i < TAILS; i++) {
+      uintptr_t v = (uintptr_t)hdr;
+      if (atomic_load_explicit(&tails[i], memory_order_relaxed) == v && atomic_compare_exchange_strong(&tails[i], &v, 0)) {
+        atomic_store_explicit(&hdr->tail_end, 0, memory_order_relaxed);
+        atomic_fetch_sub(&hak_bigcache_cached_bytes, end - hdr->map_size);
+        return end;
+      }
+    }
+    hak_os_yield();   /* a sweep is decommitting it: done when tail_end reads 0 */
+  }
+}
+
+/* Decommit the tail in slot i, which held v, unless another thread took it. */
+static bool tail_drop(unsigned i, uintptr_t v) {
+  if (!v || (v & TAIL_BUSY) || !atomic_compare_exchange_strong(&tails[i], &v, v | TAIL_BUSY)) return false;
+  hak_large_t *hdr = (hak_large_t *)v;
+  size_t bytes = atomic_load_explicit(&hdr->tail_end, memory_order_relaxed) - hdr->map_size;
+  hak_os_decommit((char *)hdr + hdr->map_size, bytes);
+  atomic_fetch_sub(&hak_bigcache_cached_bytes, bytes);
+  atomic_store_explicit(&hdr->tail_end, 0, memory_order_release);
+  atomic_store_explicit(&tails[i], 0, memory_order_release);
+  return true;
+}
+
+/* In a forked child a sweep under way in another thread stopped for good:
+ * its tail is the block's again (decommitted or not, its pages are past the
+ * block's end). */
+void hak_bigcache_forked(void) {
+  for (unsigned i = 0; i < TAILS; i++) {
+    uintptr_t v = atomic_load_explicit(&tails[i], memory_order_relaxed);
+    if (!(v & TAIL_BUSY)) continue;
+    atomic_store_explicit(&((hak_large_t *)(v & ~TAIL_BUSY))->tail_end, 0, memory_order_relaxed);
+    atomic_store_explicit(&tails[i], 0, memory_order_relaxed);
+  }
+}
+
+/* Count size bytes more in what the BigCache holds, if its budget allows. */
+static bool within_budget(size_t size) {
+  if (atomic_fetch_add(&hak_bigcache_cached_bytes, size) + size <= (size_t)hak_ace_value(hak_knob_bigcache_budget))
+    return true;
+  atomic_fetch_sub(&hak_bigcache_cached_bytes, size);
+  return false;
+}
+
 bool hak_bigcache_put(hak_large_t *hdr) {
   size_t size = hdr->map_size;
   if (size > (size_t)hak_opt(hak_option_bigcache_max_block) || size <= HAK_LARGE_MIN) return grace_put(hdr, size);
-  if (atomic_fetch_add(&hak_bigcache_cached_bytes, size) + size > (size_t)hak_ace_value(hak_knob_bigcache_budget)) {
-    atomic_fetch_sub(&hak_bigcache_cached_bytes, size);
+  if (!within_budget(size)) {
     hak_ace_sign(HAK_ACE_BIGCACHE_REFUSED, size);
     hak_ace_sign(HAK_ACE_BIGCACHE_REFUSALS, 1);
     atomic_store_explicit(&refused_at[bin_of(size)], hak_os_now_ms(), memory_order_relaxed);
@@ -257,6 +343,13 @@ uint64_t hak_bigcache_tick(void) {
     else if (atomic_compare_exchange_strong(&grace, &g, 0)) unmap_entry(slot_header(g));
   }
   uint64_t delay_ms = delay();
+  for (unsigned i = 0; i < TAILS; i++) {
+    uintptr_t v = atomic_load_explicit(&tails[i], memory_order_relaxed);
+    if (!v) continue;
+    uint64_t expires = atomic_load_explicit(&tail_time[i], memory_order_relaxed) + delay_ms;
+    if (expires > now) expiry_at_most(expires);
+    else tail_drop(i, v);
+  }
   for (unsigned i = 0; i < SLOTS; i++) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
     if (!v) continue;
@@ -276,6 +369,7 @@ uint64_t hak_bigcache_tick(void) {
 
 int hak_bigcache_drain(void) {
   int released = hak_bigcache_grace_drop();
+  for (unsigned i = 0; i < TAILS; i++) released |= tail_drop(i, atomic_load(&tails[i]));
   for (unsigned i = 0; i < SLOTS; i++) {
     uintptr_t v = atomic_load(&slots[i]);
     hak_large_t *hdr = v ? slot_take(i, v) : NULL;

@@ -81,8 +81,10 @@ static void large_unmap(hak_large_t *hdr, uint8_t kind) {
 static hak_large_t *large_resize(hak_large_t *hdr, size_t map_size) {
   if (in_chunk(hdr)) {   /* never unmapped nor moved (arena.c): within its chunk, or copied */
     if (map_size > HAK_SS_SIZE) return NULL;
-    if (map_size < hdr->map_size) hak_os_decommit((char *)hdr + map_size, hdr->map_size - map_size);
+    size_t end = hak_bigcache_take_tail(hdr);   /* its pages resident past its end */
+    if (end < hdr->map_size) end = hdr->map_size;
     hdr->map_size = map_size;
+    if (end > map_size && !hak_bigcache_keep_tail(hdr, end)) hak_os_decommit((char *)hdr + map_size, end - map_size);
     return hdr;
   }
   if (map_size <= hdr->map_size) {
@@ -243,7 +245,9 @@ static hak_large_t *large_header(const void *p, uint8_t kind, const char *fn, co
 void hak_large_free(void *p, uint8_t kind, const char *fn) {
   hak_large_t *hdr = large_header(p, kind, fn, "double free of");
   if (HAK_UNLIKELY(hdr->sample != NULL)) hak_prof_forget(hdr);
+  size_t end = kind == HAK_REG_LARGE && in_chunk(hdr) ? hak_bigcache_take_tail(hdr) : 0;
   if (HAK_STAT) hak_stats_large(-1, 0, -(int64_t)hdr->map_size);
+  if (end > hdr->map_size) hdr->map_size = end;   /* the entry has its tail's pages */
   if (kind == HAK_REG_LARGE && hak_bigcache_put(hdr)) return;
   large_unmap(hdr, kind);
 }

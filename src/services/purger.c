@@ -159,6 +159,7 @@ static void fork_child(void) {
   hak_heap_fork_done();
   hak_prof_fork_child();
   hak_release_forget_sweeps();
+  hak_bigcache_forked();
   hak_ace_forked();
   int s = atomic_load_explicit(&hak_purger_state, memory_order_relaxed);
   atomic_store(&sleeping, 0);
