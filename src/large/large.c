@@ -133,6 +133,7 @@ static hak_large_t *large_fit(hak_large_t *hdr, size_t map_size) {
     rest->map_size = at - cut;
     rest->user = NULL;
     rest->check = 0;
+    atomic_store_explicit(&rest->tail_end, 0, memory_order_relaxed);
     hak_registry_set((uintptr_t)rest, HAK_REG_LARGE);
     if (cut > map_size + HAK_GUARD)   /* pages the block would not use */
       hak_os_unmap((char *)hdr + map_size + HAK_GUARD, cut - map_size - HAK_GUARD);
@@ -211,6 +212,7 @@ static void *large_alloc(size_t size, size_t align, bool zero) {
   }
   hdr->map_base = (uintptr_t)hdr;
   hdr->map_size = map_size;
+  atomic_store_explicit(&hdr->tail_end, 0, memory_order_relaxed);   /* whatever a chunk's page held */
   large_set_user(hdr, (char *)hdr + off);
   hak_registry_set((uintptr_t)hdr, HAK_REG_LARGE);
   if (HAK_STAT) hak_stats_large(1, size, (int64_t)map_size);
