@@ -281,13 +281,17 @@ static HAK_NOINLINE size_t block_usable_slow(const void *p, const char *fn) {
 }
 
 /* Usable size of a block, after checking it is one of ours and in use
- * (realloc, malloc_usable_size: no stack frame on the common path). */
+ * (realloc, malloc_usable_size: no stack frame on the common path). The
+ * unit descriptor comes from the arena's table and the block check refuses
+ * what it does not describe, as on free's fast path (fast_path.h), with
+ * the same exception for ThreadSanitizer builds. */
 size_t hak_block_usable(const void *p, const char *fn) {
   uintptr_t a = (uintptr_t)p;
-  if (HAK_LIKELY(hak_registry_kind(a) == HAK_REG_SUPERSLAB)) {
-    hak_slab_t *s = hak_unit_of(hak_ss_of(p), a);
-    size_t n = hak_is_block(s, a) ? slab_block_live_usable(p, s) : 0;
-    if (HAK_LIKELY(n)) return n;
-  }
+#if defined(__SANITIZE_THREAD__)
+  if (!hak_in_arena(a)) return block_usable_slow(p, fn);
+#endif
+  hak_slab_t *s = hak_arena_unit(a);
+  size_t n = hak_is_block(s, a) ? slab_block_live_usable(p, s) : 0;
+  if (HAK_LIKELY(n)) return n;
   return block_usable_slow(p, fn);
 }
