@@ -119,6 +119,14 @@ hak_large_t *hak_bigcache_take_grace(size_t min_size) {
   return slot_header(v);
 }
 
+/* Count size bytes more in what the BigCache holds, if its budget allows. */
+static bool within_budget(size_t size) {
+  if (atomic_fetch_add(&hak_bigcache_cached_bytes, size) + size <= (size_t)hak_ace_value(hak_knob_bigcache_budget))
+    return true;
+  atomic_fetch_sub(&hak_bigcache_cached_bytes, size);
+  return false;
+}
+
 /* Tails. A block cut from a larger entry in a chunk of the arena, or shrunk
  * by realloc within its chunk, leaves resident pages past its end: they are
  * kept for BIGCACHE_DELAY_MS as an entry is, within the same budget, so that
@@ -135,8 +143,6 @@ hak_large_t *hak_bigcache_take_grace(size_t min_size) {
 #define TAIL_BUSY ((uintptr_t)1)
 static _Atomic uintptr_t tails[TAILS];
 static _Atomic uint64_t tail_time[TAILS];
-
-static bool within_budget(size_t bytes);
 
 bool hak_bigcache_keep_tail(hak_large_t *hdr, size_t end) {
   size_t bytes = end - hdr->map_size;
@@ -196,14 +202,6 @@ void hak_bigcache_forked(void) {
     atomic_store_explicit(&((hak_large_t *)(v & ~TAIL_BUSY))->tail_end, 0, memory_order_relaxed);
     atomic_store_explicit(&tails[i], 0, memory_order_relaxed);
   }
-}
-
-/* Count size bytes more in what the BigCache holds, if its budget allows. */
-static bool within_budget(size_t size) {
-  if (atomic_fetch_add(&hak_bigcache_cached_bytes, size) + size <= (size_t)hak_ace_value(hak_knob_bigcache_budget))
-    return true;
-  atomic_fetch_sub(&hak_bigcache_cached_bytes, size);
-  return false;
 }
 
 bool hak_bigcache_put(hak_large_t *hdr) {
