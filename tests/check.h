@@ -10,9 +10,9 @@
  *
  * Also here: stress_scaled() for the default sizes of the stress tests,
  * rss_bytes() for the resident set and vm_bytes() for the address space
- * mapped, the random number generators (splitmix64, xorshift64) and the
- * word pattern (pattern_fill, pattern_ok) the tests fill and check blocks
- * with. */
+ * mapped, thread_faults() for the calling thread's page faults, the random
+ * number generators (splitmix64, xorshift64) and the word pattern
+ * (pattern_fill, pattern_ok) the tests fill and check blocks with. */
 #ifndef HAK_TEST_CHECK_H
 #define HAK_TEST_CHECK_H
 
@@ -224,6 +224,14 @@ static inline long statm_bytes(int field) {
 
 static inline long rss_bytes(void) { return statm_bytes(1); }
 static inline long vm_bytes(void) { return statm_bytes(0); }
+
+/* The calling thread's minor page faults so far. */
+#include <sys/resource.h>
+static inline long thread_faults(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_minflt;
+}
 
 #ifdef TEST_VIA_HAK
 #define T_malloc hak_malloc

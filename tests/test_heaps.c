@@ -124,12 +124,11 @@ static int in_pool_superslabs(void *p) {
 
 static void *pool_thread(void *arg) {
   static void *mine[POOL_N];
-  struct rusage before, after;
-  getrusage(RUSAGE_THREAD, &before);
+  long before = thread_faults();
   for (int i = 0; i < POOL_N; i++) memset(mine[i] = malloc(POOL_SIZE), i, POOL_SIZE);
-  getrusage(RUSAGE_THREAD, &after);
+  long faults = thread_faults() - before;
   if (arg) {   /* the second thread */
-    pool_faults = after.ru_minflt - before.ru_minflt;
+    pool_faults = faults;
     pool_reused = 0;
     for (int i = 0; i < POOL_N; i++) pool_reused += in_pool_superslabs(mine[i]);
   } else {
@@ -231,11 +230,9 @@ static void *host_thread(void *arg) {
 /* Allocate n blocks of size bytes into blocks, block i filled with i;
  * the calling thread's page faults meanwhile. */
 static long fill_blocks_faults(void **blocks, int n, size_t size) {
-  struct rusage before, after;
-  getrusage(RUSAGE_THREAD, &before);
+  long before = thread_faults();
   for (int i = 0; i < n; i++) memset(blocks[i] = malloc(size), i, size);
-  getrusage(RUSAGE_THREAD, &after);
-  return after.ru_minflt - before.ru_minflt;
+  return thread_faults() - before;
 }
 
 static void *guest_thread(void *arg) {

@@ -4,7 +4,6 @@
  * blocks cut from chunks, and span blocks beyond its budget going back at
  * once. */
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "internals.h"
@@ -281,12 +280,6 @@ static void test_bigcache_fit(void) {
   CHECK(huge != NULL, "a 5 GiB request with entries cached failed");
   if (huge) huge[((size_t)5 << 30) - 1] = 1;
   free(huge);
-}
-
-static long thread_faults(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_THREAD, &ru);
-  return ru.ru_minflt;
 }
 
 static bool page_resident(uintptr_t a) {

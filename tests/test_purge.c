@@ -161,10 +161,9 @@ static void test_pooled_shared(void) {
   pthread_t t;
   pthread_create(&t, NULL, giving_thread, NULL);
   pthread_barrier_wait(&second_alive);
-  struct rusage before, after;
-  getrusage(RUSAGE_THREAD, &before);
+  long before = thread_faults();
   empty_fill(5);
-  getrusage(RUSAGE_THREAD, &after);
+  long faults = thread_faults() - before;
   int taken = 0;
   for (int i = 0; i < EMPTY_N; i++)
     for (int j = 0; j < EMPTY_N; j++)
@@ -172,7 +171,6 @@ static void test_pooled_shared(void) {
         taken++;
         break;
       }
-  long faults = after.ru_minflt - before.ru_minflt;
   pthread_barrier_wait(&second_done);
   pthread_join(t, NULL);
   empty_free(hak_heap_get());

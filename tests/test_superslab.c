@@ -305,17 +305,15 @@ static void *resident_thread(void *arg) {
    * without faulting them in again. */
   enum { MORE = 48 };
   char *more[MORE];
-  struct rusage before, after;
-  getrusage(RUSAGE_THREAD, &before);
+  long before = thread_faults();
   int grown = 0;
   while (grown < MORE && s->carved < s->capacity && s->carved * hak_class_size[cls] < HAK_UNIT_SIZE / 2) {
     escape(more[grown] = malloc(size));
     memset(more[grown++], 1, size);
   }
-  getrusage(RUSAGE_THREAD, &after);
+  long faults = thread_faults() - before;
   size_t at = u == 0 ? HAK_SS_HEADER : 0;
   unsigned deep = (unsigned)((at + (size_t)s->carved * hak_class_size[cls] + HAK_PAGE_BYTES - 1) / HAK_PAGE_BYTES);
-  long faults = after.ru_minflt - before.ru_minflt;
   CHECK(deep >= 6 && faults < 4, "the slab grew to %u pages of its unit before its trim with %ld page faults", deep,
         faults);
   hak_slab_trim_due(h, true);
