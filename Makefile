@@ -186,7 +186,8 @@ uninstall:
 # python3-matplotlib, which draws the charts (bench/plot.py); `make
 # bench-perf` counts instructions per operation; `make bench-classic-perf`
 # counts each allocator's own instructions in the classic programs, per
-# function (callgrind, smaller runs); `make soak` runs the long
+# function (callgrind, smaller runs); `make bench-placement` times
+# glibc-simple's loop at eight addresses; `make soak` runs the long
 # soak (SOAK_MINUTES, default 5, balanced then lean); `make ab` compares
 # HEAD~1 with HEAD (make ab REV_A=x REV_B=y, or bench/ab.sh REV_A REV_B
 # [WORKLOAD...]).
@@ -206,7 +207,7 @@ $(B)/bench/tools/libbump.so: bench/tools/bump.c | $(B)/bench/tools
 $(B)/bench $(B)/bench/tools:
 	mkdir -p $@
 
-.PHONY: bench bench-real bench-classic bench-classic-perf bench-threads bench-perf bench-smoke peers ab soak
+.PHONY: bench bench-real bench-classic bench-classic-perf bench-placement bench-threads bench-perf bench-smoke peers ab soak
 bench: $(B)/libhakmem.so bench-programs
 	python3 bench/run.py
 bench-real: $(B)/libhakmem.so $(BENCH_TOOLS)
@@ -218,6 +219,8 @@ bench-threads: $(B)/libhakmem.so bench-programs
 	python3 bench/real.py --threads
 bench-classic-perf: $(B)/libhakmem.so $(BENCH_TOOLS)
 	python3 bench/classic_perf.py
+bench-placement: $(B)/libhakmem.so $(BENCH_TOOLS)
+	python3 bench/placement.py
 bench-perf: $(B)/libhakmem.so bench-programs
 	python3 bench/perf.py
 soak: $(B)/libhakmem.so bench-programs

@@ -227,6 +227,46 @@ def build_small():
         ("mleak10", [b("mleak"), "5"], None, "as in the suite"),
     ]
 
+# The edits that make glibc-simple's placements (glibc_simple_placements):
+# only its first size, and padding ahead of its loops.
+PLACEMENT_EDITS = [
+    ("  timing_t start, stop;\n", "  timing_t start, stop;\n  __asm__ volatile(\".skip \" PAD \", 0x90\");\n"),
+    ("  bench (2*size);\n  bench (4*size);\n", ""),
+]
+PLACEMENT_PADS = range(0, 64, 8)
+
+
+def glibc_simple_placements():
+    """glibc-simple's source with only its first size's test (bench(16)),
+    compiled with 0, 8, ... 56 bytes of padding at the top of
+    do_benchmark (functions aligned to 64 bytes), which moves its inner
+    loops through the halves of a 64-byte line; as [(pad, exe)]. For
+    bench/placement.py."""
+    tree = _export()
+    bench, out = os.path.join(tree, "bench"), os.path.join(tree, "bin-placement")
+    os.makedirs(out, exist_ok=True)
+    src = os.path.join(bench, "glibc-bench", "bench-malloc-simple.c")
+    with open(src) as f:
+        text = f.read()
+    for old, new in PLACEMENT_EDITS:
+        if old not in text:
+            sys.exit("bench/classic.py: %r is not in mimalloc-bench's bench-malloc-simple.c any more" % old)
+        text = text.replace(old, new, 1)
+    edited = os.path.join(out, "bench-malloc-simple.c")
+    with open(edited, "w") as f:
+        f.write(text)
+    built = []
+    for pad in PLACEMENT_PADS:
+        exe = os.path.join(out, "glibc-simple-pad%d" % pad)
+        if not os.path.exists(exe):
+            r = subprocess.run(["cc", "-O2", "-w", "-falign-functions=64", '-DPAD="%d"' % pad, "-o", exe, edited,
+                                "-lpthread"], capture_output=True)
+            if r.returncode:
+                sys.exit("bench/classic.py: glibc-simple-pad%d did not build:\n%s" % (pad, r.stderr.decode()[-2000:]))
+        built.append((pad, exe))
+    return built
+
+
 def _more(n):
     """(name, program, arguments, what it does, relative time or None) of
     the programs run with bench.sh's arguments for n CPUs."""
