@@ -127,6 +127,22 @@ static bool within_budget(size_t size) {
   return false;
 }
 
+/* Put v in the first free one of the n slots at, stamped now (in time[]),
+ * to expire after the delay; false if all n are taken. */
+static bool slot_fill(_Atomic uintptr_t *at, _Atomic uint64_t *time, unsigned n, uintptr_t v, uint64_t now) {
+  for (unsigned i = 0; i < n; i++) {
+    uintptr_t expected = 0;
+    if (atomic_load_explicit(&at[i], memory_order_relaxed)) continue;
+    atomic_store_explicit(&time[i], now, memory_order_relaxed);
+    if (atomic_compare_exchange_strong(&at[i], &expected, v)) {
+      expiry_at_most(now + delay());
+      hak_purger_notify();
+      return true;
+    }
+  }
+  return false;
+}
+
 /* Tails. A block cut from a larger entry in a chunk of the arena, or shrunk
  * by realloc within its chunk, leaves resident pages past its end: they are
  * kept for BIGCACHE_DELAY_MS as an entry is, within the same budget, so that
@@ -148,17 +164,7 @@ bool hak_bigcache_keep_tail(hak_large_t *hdr, size_t end) {
   size_t bytes = end - hdr->map_size;
   if (!within_budget(bytes)) return false;
   atomic_store_explicit(&hdr->tail_end, end, memory_order_relaxed);
-  uint64_t now = hak_os_now_ms();
-  for (unsigned i = 0; i < TAILS; i++) {
-    uintptr_t expected = 0;
-    if (atomic_load_explicit(&tails[i], memory_order_relaxed)) continue;
-    atomic_store_explicit(&tail_time[i], now, memory_order_relaxed);
-    if (atomic_compare_exchange_strong(&tails[i], &expected, (uintptr_t)hdr)) {
-      expiry_at_most(now + delay());
-      hak_purger_notify();
-      return true;
-    }
-  }
+  if (slot_fill(tails, tail_time, TAILS, (uintptr_t)hdr, hak_os_now_ms())) return true;
   atomic_store_explicit(&hdr->tail_end, 0, memory_order_relaxed);
   atomic_fetch_sub(&hak_bigcache_cached_bytes, bytes);
   return false;
@@ -215,18 +221,10 @@ bool hak_bigcache_put(hak_large_t *hdr) {
   }
   uint64_t now = hak_os_now_ms();
   mark_freed(hdr, now);
-  uintptr_t v = slot_value(hdr);
   unsigned first = bin_of(size) * BIN_SLOTS;
-  for (unsigned i = first; i < first + BIN_SLOTS; i++) {
-    uintptr_t expected = 0;
-    if (atomic_load_explicit(&slots[i], memory_order_relaxed)) continue;
-    atomic_store_explicit(&slot_time[i], now, memory_order_relaxed);
-    if (atomic_compare_exchange_strong(&slots[i], &expected, v)) {
-      atomic_fetch_add(&cached, 1);
-      expiry_at_most(now + delay());
-      hak_purger_notify();
-      return true;
-    }
+  if (slot_fill(slots + first, slot_time + first, BIN_SLOTS, slot_value(hdr), now)) {
+    atomic_fetch_add(&cached, 1);
+    return true;
   }
   atomic_fetch_sub(&hak_bigcache_cached_bytes, size);
   return false;
