@@ -274,6 +274,15 @@ void hak_purger_thread_done(void);
 uint64_t hak_purger_passes(void);
 
 /* ---- large.c and bigcache.c: blocks above HAK_MID_MAX */
+/* The size classes of large mappings, 8 per doubling from HAK_LARGE_MIN
+ * (2^17) up to 4 GiB: the BigCache's bins, and large.c's record of which
+ * sizes programs write whole. The class of a mapping size in (2^17, 2^32]
+ * is the one whose sizes are the smallest at least as large. */
+#define HAK_LARGE_BINS (8 * (32 - 17))
+HAK_INLINE unsigned hak_large_bin(size_t size) {
+  unsigned b = 63u - (unsigned)__builtin_clzll(size - 1);
+  return 8u * (b - 17u) + (unsigned)((size - 1) >> (b - 3u)) - 8u;
+}
 void  *hak_large_alloc(size_t size, size_t align, bool zero);
 void   hak_large_free(void *p, uint8_t kind, const char *fn);
 void  *hak_large_realloc(void *p, size_t size);

@@ -348,6 +348,59 @@ static void test_chunk_tail(void) {
   hak_option_set(hak_option_bigcache_budget, old_budget);
 }
 
+/* Pages of [p, p + size) resident, by mincore, whole pages around it. */
+static size_t resident_pages(const void *p, size_t size) {
+  uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095, hi = ((uintptr_t)p + size + 4095) & ~(uintptr_t)4095;
+  static unsigned char vec[(64u << 20) / 4096];
+  CHECK(hi - lo <= sizeof vec * 4096 && mincore((void *)lo, hi - lo, vec) == 0, "mincore of %p", p);
+  size_t n = 0;
+  for (size_t i = 0; i < (hi - lo) / 4096; i++) n += vec[i] & 1;
+  return n;
+}
+
+/* A new mapping of a size whose blocks the program wrote whole the last two
+ * times they went back to the OS comes with its pages resident; one of a
+ * size whose blocks it barely touched does not, nor does one whose last
+ * block was written whole and the one before it not. */
+static void test_written_whole(void) {
+  enum { WHOLE = 6u << 20, SPARSE = 10u << 20, ONCE = 20u << 20 };
+  long old_max = hak_option_get(hak_option_bigcache_max_block);
+  hak_option_set(hak_option_bigcache_max_block, 1 << 20);   /* each goes to the OS at the next mapping or trim */
+  hak_trim();
+  for (int round = 0; round < 2; round++) {
+    char *w = malloc(WHOLE), *s = malloc(SPARSE), *o = malloc(ONCE);
+    memset(w, 1, WHOLE);
+    s[0] = s[SPARSE - 1] = 1;
+    if (round == 1) memset(o, 1, ONCE);
+    else o[0] = 1;
+    escape(w);
+    escape(s);
+    escape(o);
+    free(w);
+    free(s);
+    free(o);
+    hak_trim();
+  }
+  char *w = malloc(WHOLE), *s = malloc(SPARSE), *o = malloc(ONCE);
+  void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  bool can = probe != MAP_FAILED && madvise(probe, 4096, MADV_POPULATE_WRITE) == 0;   /* Linux 5.14 and up */
+  if (probe != MAP_FAILED) munmap(probe, 4096);
+  size_t pages = WHOLE / 4096;
+  if (can) CHECK(resident_pages(w, WHOLE) >= pages, "a block of a size written whole twice has %zu of its %zu pages resident",
+                 resident_pages(w, WHOLE), pages);
+  CHECK(resident_pages(s, SPARSE) <= 2, "a block of a size whose blocks were barely touched has %zu pages resident",
+        resident_pages(s, SPARSE));
+  CHECK(resident_pages(o, ONCE) <= 2, "a block of a size written whole once, after a block barely touched, has %zu pages resident",
+        resident_pages(o, ONCE));
+  memset(w, 2, WHOLE);
+  CHECK(w[0] == 2 && w[WHOLE - 1] == 2 && s[1] == 0 && o[ONCE - 1] == 0, "the blocks' contents");
+  free(w);
+  free(s);
+  free(o);
+  hak_trim();
+  hak_option_set(hak_option_bigcache_max_block, old_max);
+}
+
 static const test_case_t cases[] = {
     {"span_burst", test_span_burst},
     {"large", test_large},
@@ -357,6 +410,7 @@ static const test_case_t cases[] = {
     {"bigcache_grace", test_bigcache_grace},
     {"bigcache_fit", test_bigcache_fit},
     {"chunk_tail", test_chunk_tail},
+    {"written_whole", test_written_whole},
 };
 
 int main(int argc, char **argv) { return RUN_INTERNAL_CASES("large", cases, argc, argv); }

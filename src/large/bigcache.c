@@ -33,11 +33,11 @@
 #define SIZE_BITS_MASK ((uintptr_t)HAK_SS_MASK)
 #define PAGE_SHIFT 12
 #define MIN_SHIFT 17                  /* bins start above 2^17 = HAK_LARGE_MIN */
-#define BINS (8 * (32 - MIN_SHIFT))   /* up to 2^32 */
+#define BINS HAK_LARGE_BINS
 #define BIN_SLOTS 8
 #define SLOTS (BINS * BIN_SLOTS)
 
-_Static_assert(HAK_LARGE_MIN == (size_t)1 << MIN_SHIFT, "bins start where large blocks may");
+_Static_assert(HAK_LARGE_MIN == (size_t)1 << MIN_SHIFT && BINS == 8 * (32 - MIN_SHIFT), "bins start where large blocks may");
 _Static_assert(((4ull << 30) >> PAGE_SHIFT) <= HAK_SS_MASK, "sizes up to BIGCACHE_MAX_BLOCK's 4 GiB fit in a slot's low bits");
 
 static _Atomic uintptr_t slots[SLOTS];
@@ -60,13 +60,6 @@ static hak_large_t *slot_header(uintptr_t v) { return (hak_large_t *)(v & ~SIZE_
 
 /* hdr freed at now, in ms: nonzero, which large.c reads as freed. */
 static void mark_freed(hak_large_t *hdr, uint64_t now) { hdr->freed_at = now ? now : 1; }
-
-/* Bin of a mapping size in (2^17, 2^32]: the bin whose sizes are the
- * smallest ones at least as large. */
-static unsigned bin_of(size_t size) {
-  unsigned b = 63u - (unsigned)__builtin_clzll(size - 1);
-  return 8u * (b - MIN_SHIFT) + (unsigned)((size - 1) >> (b - 3u)) - 8u;
-}
 
 static hak_large_t *slot_take(unsigned i, uintptr_t v) {
   if (!atomic_compare_exchange_strong(&slots[i], &v, 0)) return NULL;
@@ -216,12 +209,12 @@ bool hak_bigcache_put(hak_large_t *hdr) {
   if (!within_budget(size)) {
     hak_ace_sign(HAK_ACE_BIGCACHE_REFUSED, size);
     hak_ace_sign(HAK_ACE_BIGCACHE_REFUSALS, 1);
-    atomic_store_explicit(&refused_at[bin_of(size)], hak_os_now_ms(), memory_order_relaxed);
+    atomic_store_explicit(&refused_at[hak_large_bin(size)], hak_os_now_ms(), memory_order_relaxed);
     return grace_put(hdr, size);
   }
   uint64_t now = hak_os_now_ms();
   mark_freed(hdr, now);
-  unsigned first = bin_of(size) * BIN_SLOTS;
+  unsigned first = hak_large_bin(size) * BIN_SLOTS;
   if (slot_fill(slots + first, slot_time + first, BIN_SLOTS, slot_value(hdr), now)) {
     atomic_fetch_add(&cached, 1);
     return true;
@@ -238,7 +231,7 @@ static unsigned last_bin(unsigned first) { return first + 8 < BINS ? first + 8 :
  * the bin of min_size's mapping size up, the first one found. */
 static hak_large_t *lookup(size_t min_size) {
   if (!atomic_load_explicit(&cached, memory_order_relaxed)) return NULL;
-  unsigned first = bin_of(min_size);
+  unsigned first = hak_large_bin(min_size);
   for (unsigned i = first * BIN_SLOTS; i < last_bin(first) * BIN_SLOTS; i++) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
     if (!v || slot_size(v) < min_size) continue;
@@ -251,7 +244,7 @@ static hak_large_t *lookup(size_t min_size) {
 /* The smallest cached mapping above twice min_size (roughly: from the bin
  * past lookup's last). */
 static hak_large_t *above(size_t min_size) {
-  unsigned first = bin_of(min_size);
+  unsigned first = hak_large_bin(min_size);
   for (unsigned i = last_bin(first) * BIN_SLOTS; i < SLOTS; i++) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
     hak_large_t *hdr = v ? slot_take(i, v) : NULL;
@@ -269,8 +262,8 @@ static hak_large_t *above(size_t min_size) {
 /* The largest cached mapping of GROW_MIN bytes up to max_size. */
 static hak_large_t *below(size_t max_size) {
   if (max_size < GROW_MIN) return NULL;
-  unsigned top = bin_of(max_size) < BINS ? bin_of(max_size) : BINS - 1;   /* bins end at 4 GiB */
-  for (unsigned i = (top + 1) * BIN_SLOTS; i-- > bin_of(GROW_MIN) * BIN_SLOTS;) {
+  unsigned top = hak_large_bin(max_size) < BINS ? hak_large_bin(max_size) : BINS - 1;   /* bins end at 4 GiB */
+  for (unsigned i = (top + 1) * BIN_SLOTS; i-- > hak_large_bin(GROW_MIN) * BIN_SLOTS;) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
     hak_large_t *hdr = v && slot_size(v) <= max_size && slot_size(v) >= GROW_MIN ? slot_take(i, v) : NULL;
     if (hdr) return hdr;
@@ -286,7 +279,7 @@ static hak_large_t *below(size_t max_size) {
  * turn while the cache held others a little smaller. */
 static hak_large_t *below_chunk(size_t min_size) {
   if (min_size > HAK_SS_SIZE) return NULL;
-  for (unsigned i = (bin_of(min_size) + 1) * BIN_SLOTS; i-- > 0;) {
+  for (unsigned i = (hak_large_bin(min_size) + 1) * BIN_SLOTS; i-- > 0;) {
     uintptr_t v = atomic_load_explicit(&slots[i], memory_order_relaxed);
     hak_large_t *hdr = v && slot_size(v) < min_size && hak_in_arena((uintptr_t)slot_header(v)) ? slot_take(i, v) : NULL;
     if (hdr) return hdr;
@@ -297,7 +290,7 @@ static hak_large_t *below_chunk(size_t min_size) {
 /* Did a bin whose entries could serve min_size see its event (at[], ms)
  * within the last window ms? */
 static bool lately(const _Atomic uint64_t *at, size_t min_size, uint64_t now, uint64_t window) {
-  unsigned first = bin_of(min_size);
+  unsigned first = hak_large_bin(min_size);
   for (unsigned b = first; b < last_bin(first); b++) {
     uint64_t t = atomic_load_explicit(&at[b], memory_order_relaxed);
     if (t && now - t <= window) return true;

@@ -43,7 +43,37 @@ static void *large_map(size_t size, size_t align) {
   return p;
 }
 
+/* Which sizes of block the program writes whole. A large block's mapping
+ * that leaves hakmem (its free refused by the BigCache, or its entry expired
+ * or drained) tells by the share of its pages resident whether the program
+ * wrote all of it. Once WRITTEN_RUN in a row of one size class
+ * (hak_large_bin) had nearly all their pages, a new mapping of that class
+ * has its block's pages faulted in at once (hak_os_populate): one system
+ * call where the program would take a page fault per page, each a trap
+ * into the kernel (mstress: blocks of 2.5 and 5 MiB that its threads write
+ * whole, 640 and 1,280 faults each). One of the class that left with fewer
+ * starts the count again, so the blocks of a program that touches a few
+ * pages of each (random_mixed_large) keep theirs untouched. The count
+ * costs a mincore call on a path that unmaps anyway. */
+#define WRITTEN_RUN 2
+static _Atomic uint8_t written[HAK_LARGE_BINS];
+
+static void note_written(const hak_large_t *hdr) {
+  size_t size = hdr->map_size;
+  if (hdr->map_base != (uintptr_t)hdr || size <= HAK_LARGE_MIN || hak_large_bin(size) >= HAK_LARGE_BINS) return;
+  bool whole = hak_os_resident_pages(hdr, size) * 8 >= size / hak_os_page_size() * 7;
+  _Atomic uint8_t *run = &written[hak_large_bin(size)];
+  uint8_t n = atomic_load_explicit(run, memory_order_relaxed);
+  atomic_store_explicit(run, whole ? (uint8_t)(n < WRITTEN_RUN ? n + 1 : n) : 0, memory_order_relaxed);
+}
+
+static bool written_whole(size_t map_size) {
+  return map_size > HAK_LARGE_MIN && hak_large_bin(map_size) < HAK_LARGE_BINS &&
+         atomic_load_explicit(&written[hak_large_bin(map_size)], memory_order_relaxed) >= WRITTEN_RUN;
+}
+
 void hak_large_unmap(hak_large_t *hdr) {
+  note_written(hdr);
   if (in_chunk(hdr)) hak_arena_give(hdr);
   else hak_os_unmap((void *)hdr->map_base, hdr->map_size + HAK_GUARD);
 }
@@ -214,6 +244,7 @@ static void *large_alloc(size_t size, size_t align, bool zero) {
   hdr->map_size = map_size;
   atomic_store_explicit(&hdr->tail_end, 0, memory_order_relaxed);   /* whatever a chunk's page held */
   large_set_user(hdr, (char *)hdr + off);
+  if (written_whole(map_size)) hak_os_populate(hdr, page_round(need));
   hak_registry_set((uintptr_t)hdr, HAK_REG_LARGE);
   if (HAK_STAT) hak_stats_large(1, size, (int64_t)map_size);
   return hdr->user;

@@ -133,6 +133,33 @@ void hak_os_decommit(void *p, size_t size) {
   errno = e;
 }
 
+void hak_os_populate(void *p, size_t size) {
+#ifdef MADV_POPULATE_WRITE
+  int e = errno;
+  os_madvise(p, size, MADV_POPULATE_WRITE);
+  errno = e;
+#else
+  (void)p;
+  (void)size;
+#endif
+}
+
+size_t hak_os_resident_pages(const void *p, size_t size) {
+  int e = errno;
+  unsigned char vec[256];
+  size_t resident = 0, step = sizeof vec * page_size;
+  for (size_t off = 0; off < size; off += step) {
+    size_t n = size - off < step ? size - off : step;
+    if (os_mincore((char *)p + off, n, vec) != 0) {
+      resident = 0;
+      break;
+    }
+    for (size_t i = 0; i < n / page_size; i++) resident += vec[i] & 1;
+  }
+  errno = e;
+  return resident;
+}
+
 /* Growing in place extends the mapping over the pages just past its end, if
  * they are free. mremap keeps it one mapping, which a later move needs:
  * mremap moves a single mapping, and pages mapped next to a mapping that was

@@ -25,6 +25,7 @@
 #define os_getpid() ((int)syscall(SYS_getpid))
 #define os_flock(fd, op) syscall(SYS_flock, fd, op)
 #define os_getcwd(buf, n) (syscall(SYS_getcwd, buf, n) > 0 ? (buf) : NULL)
+#define os_mincore(a, n, vec) syscall(SYS_mincore, a, n, vec)
 #else
 #define os_mmap mmap
 #define os_munmap munmap
@@ -39,6 +40,7 @@
 #define os_getpid getpid
 #define os_flock flock
 #define os_getcwd getcwd
+#define os_mincore mincore
 #endif
 
 #endif

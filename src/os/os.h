@@ -32,6 +32,13 @@ void     hak_os_guard(void *p, size_t size);
 void     hak_os_unguard(void *p, size_t size);
 /* Drop the pages' contents: the range reads as zero afterwards, RSS shrinks. */
 void     hak_os_decommit(void *p, size_t size);
+/* Fault in the pages of a range now, writable, with one call instead of a
+ * page fault each (MADV_POPULATE_WRITE; nothing where the kernel has it
+ * not, before Linux 5.14). */
+void     hak_os_populate(void *p, size_t size);
+/* How many pages of [p, p + size) are resident (mincore); 0 if it cannot
+ * be told. p and size in whole pages. */
+size_t   hak_os_resident_pages(const void *p, size_t size);
 /* Grow a mapping in place (new_size > old_size); 0 on success. */
 int      hak_os_remap_inplace(void *p, size_t old_size, size_t new_size);
 /* Move a mapping to a fresh address aligned to align; NULL on failure, in
