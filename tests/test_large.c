@@ -282,10 +282,17 @@ static void test_bigcache_fit(void) {
   free(huge);
 }
 
-static bool page_resident(uintptr_t a) {
-  unsigned char v = 0;
-  return mincore((void *)(a & ~(uintptr_t)4095), 4096, &v) == 0 && (v & 1);
+/* Pages of [p, p + size) resident, by mincore, whole pages around it. */
+static size_t resident_pages(const void *p, size_t size) {
+  uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095, hi = ((uintptr_t)p + size + 4095) & ~(uintptr_t)4095;
+  static unsigned char vec[(64u << 20) / 4096];
+  CHECK(hi - lo <= sizeof vec * 4096 && mincore((void *)lo, hi - lo, vec) == 0, "mincore of %p", p);
+  size_t n = 0;
+  for (size_t i = 0; i < (hi - lo) / 4096; i++) n += vec[i] & 1;
+  return n;
 }
+
+static bool page_resident(uintptr_t a) { return resident_pages((void *)a, 1) == 1; }
 
 /* A block realloc grows past HAK_LARGE_MIN, cut from a much larger cached
  * chunk, keeps the chunk's resident pages past its end for the BigCache's
@@ -346,16 +353,6 @@ static void test_chunk_tail(void) {
   }
   hak_option_set(hak_option_bigcache_delay_ms, old_delay);
   hak_option_set(hak_option_bigcache_budget, old_budget);
-}
-
-/* Pages of [p, p + size) resident, by mincore, whole pages around it. */
-static size_t resident_pages(const void *p, size_t size) {
-  uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095, hi = ((uintptr_t)p + size + 4095) & ~(uintptr_t)4095;
-  static unsigned char vec[(64u << 20) / 4096];
-  CHECK(hi - lo <= sizeof vec * 4096 && mincore((void *)lo, hi - lo, vec) == 0, "mincore of %p", p);
-  size_t n = 0;
-  for (size_t i = 0; i < (hi - lo) / 4096; i++) n += vec[i] & 1;
-  return n;
 }
 
 /* A new mapping of a size whose blocks the program wrote whole the last two

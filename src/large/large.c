@@ -58,18 +58,24 @@ static void *large_map(size_t size, size_t align) {
 #define WRITTEN_RUN 2
 static _Atomic uint8_t written[HAK_LARGE_BINS];
 
+/* The count of mappings of map_size's class, NULL outside the classes. */
+static _Atomic uint8_t *written_run(size_t map_size) {
+  if (map_size <= HAK_LARGE_MIN || hak_large_bin(map_size) >= HAK_LARGE_BINS) return NULL;
+  return &written[hak_large_bin(map_size)];
+}
+
 static void note_written(const hak_large_t *hdr) {
   size_t size = hdr->map_size;
-  if (hdr->map_base != (uintptr_t)hdr || size <= HAK_LARGE_MIN || hak_large_bin(size) >= HAK_LARGE_BINS) return;
+  _Atomic uint8_t *run = written_run(size);
+  if (!run || hdr->map_base != (uintptr_t)hdr) return;
   bool whole = hak_os_resident_pages(hdr, size) * 8 >= size / hak_os_page_size() * 7;
-  _Atomic uint8_t *run = &written[hak_large_bin(size)];
   uint8_t n = atomic_load_explicit(run, memory_order_relaxed);
   atomic_store_explicit(run, whole ? (uint8_t)(n < WRITTEN_RUN ? n + 1 : n) : 0, memory_order_relaxed);
 }
 
 static bool written_whole(size_t map_size) {
-  return map_size > HAK_LARGE_MIN && hak_large_bin(map_size) < HAK_LARGE_BINS &&
-         atomic_load_explicit(&written[hak_large_bin(map_size)], memory_order_relaxed) >= WRITTEN_RUN;
+  _Atomic uint8_t *run = written_run(map_size);
+  return run && atomic_load_explicit(run, memory_order_relaxed) >= WRITTEN_RUN;
 }
 
 void hak_large_unmap(hak_large_t *hdr) {
