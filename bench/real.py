@@ -21,10 +21,12 @@ Environment:
 
 With --classic, the programs are instead mimalloc-bench's classic ones,
 built from its sources at bench time (bench/classic.py), and the results go
-to bench/results/classic.{md,json}. With --threads, they are larson,
+to bench/results/classic.{md,json,svg}. With --threads, they are larson,
 xmalloc-test, mstress and the project's xthread with each number of
 threads in BENCH_THREADS (default 2,16,64), on whatever CPUs the machine
-has (bench/results/threads.{md,json}).
+has (bench/results/threads.{md,json,svg}). The chart (the .svg, drawn by
+bench/plot.py where matplotlib is installed) shows each program's median
+time and peak RSS under every allocator ÷ the fastest peer's.
 
 Usage: python3 bench/real.py [--classic | --threads] [--list]
 """
@@ -42,6 +44,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as bl  # noqa: E402
 import classic  # noqa: E402
+import plot  # noqa: E402
 
 REAL = os.path.join(bl.BENCH_DIR, "real")
 GEN = os.path.join(REAL, "gen.py")
@@ -52,6 +55,9 @@ SYSTEM_PATH = "/usr/bin:/bin"
 GIT_ENV = ["GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"]
 # gen.py makes the parts that need xz or git only where they are installed
 GEN_TOOLS = ("xz", "git")
+# what each suite runs, for the report's title and the chart's
+SUITES = {"real": "real programs", "classic": "mimalloc-bench's classic programs",
+          "threads": "threaded programs with more threads than CPUs"}
 
 
 def programs(inp):
@@ -298,6 +304,57 @@ def table(results, progs, names):
     return bl.md_table(head, rows, "l" + "r" * (len(head) - 1))
 
 
+def standing_table(results, progs, names):
+    """The table's score given to every allocator in turn: the geomean over
+    the programs of its median ÷ the lowest median among the others (hakmem
+    and the peers, not glibc), and the programs where it has the lowest. The
+    lowest of five or six noisy medians sits below their common value, so an
+    allocator that ties the rest everywhere scores above 1.00: this row shows
+    how far above for each."""
+    rivals = [a for a in names if a.startswith("hakmem") or bl.is_peer(a)]
+    rows = []
+    for a in rivals:
+        out = [a]
+        for key in ("wall_s_median", "rss_mib_median"):
+            ratios, firsts = [], 0
+            for p in progs:
+                cells = results.get(p["name"])
+                if cells is None or cells[a]["failed"]:
+                    continue
+                others = [cells[b][key] for b in rivals if b != a and not cells[b]["failed"]]
+                if others and min(others) > 0:
+                    ratios.append(cells[a][key] / min(others))
+                    firsts += cells[a][key] < min(others)
+            out += ["%.3f×" % bl.geomean(ratios) if ratios else "-", "%d of %d" % (firsts, len(ratios))]
+        rows.append(out)
+    return ["", "### Every allocator by the same score", "",
+            "Each allocator's geomean of median time (and peak RSS) ÷ the lowest median of the "
+            "others among %s, and the programs where its median is the lowest." % ", ".join(rivals),
+            ""] + bl.md_table(["allocator", "time ÷ fastest other", "fastest on", "peak RSS ÷ smallest other",
+                               "smallest on"], rows, "lrrrr")
+
+
+def to_fastest_peer(results, progs, key):
+    """{program: {allocator: its median of key ÷ the fastest peer's, or
+    "FAIL"}}: one panel of the chart (none where every peer failed)."""
+    panel = {}
+    for p in progs:
+        cells = results.get(p["name"])
+        peer, v = fastest_peer(cells, key) if cells else (None, None)
+        if peer and v:
+            panel[p["name"]] = {a: "FAIL" if s["failed"] else float(s[key] / v) for a, s in cells.items()}
+    return panel
+
+
+def chart(path, suite, results, progs, names, info_lines):
+    """The chart (<suite>.svg): time and peak RSS ÷ the fastest peer's, a
+    bar per allocator and program."""
+    panels = [("Time ÷ the fastest peer's", "lower is better", to_fastest_peer(results, progs, "wall_s_median")),
+              ("Peak RSS ÷ the smallest peer's", "lower is better", to_fastest_peer(results, progs, "rss_mib_median"))]
+    plot.ratio_bars(path, "hakmem: %s" % SUITES[suite], info_lines, panels,
+                    [p["name"] for p in progs if p["name"] in panels[0][2]], names, "the fastest peer")
+
+
 def fault_table(results, progs, names):
     """Median minor page faults per program and allocator (thousands): a
     program that maps and touches fresh pages again where another allocator
@@ -408,9 +465,7 @@ def main():
 
     results = {p["name"]: {a: summarize(raw[p["name"]][a]) for a in names} for p in progs}
     tab = table(results, progs, names)
-    head = ["# hakmem: %s under each allocator" % (
-        {"real": "real programs", "classic": "mimalloc-bench's classic programs",
-         "threads": "threaded programs with more threads than CPUs"}[suite]), ""]
+    head = ["# hakmem: %s under each allocator" % SUITES[suite], ""]
     head += ["- " + l for l in bl.machine_lines(info)]
     head += ["- date: %s; total time %.0f s; 1-min load average %.2f at the start, %.2f at "
              "the end" % (info["date"], elapsed, load_start, load_end),
@@ -418,6 +473,7 @@ def main():
              "allocator, in the order %s rotated by one more each round)" % (
                  runs, ", ".join(names)),
              "- allocators: " + ", ".join("%s = `%s`" % (a, p or "libc") for a, p in allocs)]
+    head.append("- chart: " + (plot.MISSING or "`%s.svg`, time and peak RSS ÷ the fastest peer's" % suite))
     if missing:
         head.append("- MISSING allocators (not run): " + "; ".join(missing))
     for name, why in skipped:
@@ -440,7 +496,8 @@ def main():
     prog_lines = ["", "### Programs", ""] + bl.md_table(["program", "command", "does", "checked"], prog_rows)
     fail_lines = (["", "### Failures", ""] + ["- " + f.replace("\n", "<br>") for f in failures]
                   if failures else [])
-    md = "\n".join(head + tab + fault_table(results, progs, names) + prog_lines + fail_lines) + "\n"
+    md = "\n".join(head + tab + standing_table(results, progs, names) + fault_table(results, progs, names)
+                   + prog_lines + fail_lines) + "\n"
 
     os.makedirs(bl.RESULTS, exist_ok=True)
     with open(os.path.join(bl.RESULTS, suite + ".md"), "w") as f:
@@ -454,13 +511,19 @@ def main():
            "summary": results, "runs_raw": raw}
     with open(os.path.join(bl.RESULTS, suite + ".json"), "w") as f:
         json.dump(doc, f, indent=1)
+    if not plot.MISSING:
+        chart(os.path.join(bl.RESULTS, suite + ".svg"), suite, results, progs, names,
+              bl.machine_lines(info) + ["BENCH_RUNS=%d, %s" % (runs, info["date"])])
 
     print()
     print("\n".join(tab))
     print()
     for f in failures:
         print("FAIL " + f)
-    print("wrote %s/%s.md, %s.json (%.0f s)" % (os.path.relpath(bl.RESULTS), suite, suite, elapsed))
+    print("wrote %s/%s.md, %s.json%s (%.0f s)" % (os.path.relpath(bl.RESULTS), suite, suite,
+                                                  "" if plot.MISSING else ", %s.svg" % suite, elapsed))
+    if plot.MISSING:
+        print(plot.MISSING)
     return 1 if failures else 0
 
 
