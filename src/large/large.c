@@ -60,8 +60,9 @@ static _Atomic uint8_t written[HAK_LARGE_BINS];
 
 /* The count of mappings of map_size's class, NULL outside the classes. */
 static _Atomic uint8_t *written_run(size_t map_size) {
-  if (map_size <= HAK_LARGE_MIN || hak_large_bin(map_size) >= HAK_LARGE_BINS) return NULL;
-  return &written[hak_large_bin(map_size)];
+  if (map_size <= HAK_LARGE_MIN) return NULL;
+  unsigned bin = hak_large_bin(map_size);
+  return bin < HAK_LARGE_BINS ? &written[bin] : NULL;
 }
 
 static void note_written(const hak_large_t *hdr) {
